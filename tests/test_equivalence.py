@@ -1,0 +1,93 @@
+"""Equivalence through the real grading pool (math-verify in worker processes): each kind of
+answer the issue names, right and wrong."""
+
+import pytest
+
+# (ground truth, response, correct?)
+CASES = [
+    # integers
+    ("42", "\\boxed{42}", True),
+    ("42", "\\boxed{43}", False),
+    ("-3", "\\boxed{3}", False),
+    # decimals vs fractions
+    ("0.5", "\\boxed{\\frac{1}{2}}", True),
+    ("\\frac{1}{2}", "\\boxed{0.5}", True),
+    ("\\frac{1}{3}", "\\boxed{0.5}", False),
+    ("\\dfrac{14}{3}", "\\boxed{\\frac{14}{3}}", True),
+    # LaTeX expressions
+    ("2\\sqrt{2}", "\\boxed{\\sqrt{8}}", True),
+    ("x^2+2x+1", "\\boxed{(x+1)^2}", True),
+    ("x^2+2x+1", "\\boxed{(x+1)^3}", False),
+    ("p - q", "\\boxed{p-q}", True),
+    # intervals
+    ("(0,1]", "\\boxed{(0, 1]}", True),
+    ("(0,1]", "\\boxed{[0,1]}", False),
+    ("(-\\infty, 3) \\cup (5, \\infty)", "\\boxed{(-\\infty,3)\\cup(5,\\infty)}", True),
+    # sets and tuples
+    ("\\{1,2,3\\}", "\\boxed{\\{3,2,1\\}}", True),
+    ("\\{1,2\\}", "\\boxed{\\{1,3\\}}", False),
+    ("(1,2)", "\\boxed{(1, 2)}", True),
+    ("(1,2)", "\\boxed{(2,1)}", False),
+    # matrices
+    ("\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}", "\\boxed{\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}}", True),
+    ("\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}", "\\boxed{\\begin{pmatrix}1&2\\\\3&5\\end{pmatrix}}", False),
+    # degrees
+    ("30^\\circ", "\\boxed{30}", True),
+    ("30", "\\boxed{30^{\\circ}}", True),
+    ("30^\\circ", "\\boxed{31^\\circ}", False),
+    # percents
+    ("50\\%", "\\boxed{50}", True),
+    ("50", "\\boxed{50\\%}", True),
+    ("50\\%", "\\boxed{51\\%}", False),
+    # \text{} answers
+    ("\\text{Evelyn}", "\\boxed{\\text{Evelyn}}", True),
+    ("\\text{Evelyn}", "\\boxed{Evelyn}", True),
+    ("\\text{(C)}", "\\boxed{C}", True),
+    ("\\text{(C)}", "\\boxed{\\text{(D)}}", False),
+    # ground truths stored as Python-list strings (Minerva, OlympiadBench) and several answers
+    ("['9.6\\n']", "\\boxed{9.6}", True),
+    ("['9.6\\n']", "\\boxed{9.7}", False),
+    (["$2^{1009}$"], "\\boxed{2^{1009}}", True),
+    ("['3', '-3']", "\\boxed{-3}", True),
+    (["3", "-3"], "\\boxed{4}", False),
+    # numbers from a dataset column (AMC stores floats)
+    (142.0, "\\boxed{142}", True),
+]
+
+
+@pytest.mark.parametrize("gold,response,correct", CASES)
+def test_equivalence(grader, gold, response, correct):
+    result = grader.grade(response, gold, mode="boxed")
+    assert result["status"] == "ok", result
+    assert result["acc"] == float(correct), (gold, response, result)
+
+
+def test_batch_matches_single_calls(grader):
+    golds = [g for g, _, _ in CASES]
+    responses = [r for _, r, _ in CASES]
+    results = grader.grade_batch(responses, golds, mode="boxed")
+    assert [r["acc"] for r in results] == [float(c) for _, _, c in CASES]
+
+
+def test_ground_truth_parsed_once_per_question(grader):
+    grader.reset_stats()
+    responses = [f"\\boxed{{{k}/4}}" for k in range(8)]  # 8 different wrong-or-right answers
+    results = grader.grade_batch(responses, ["\\frac{2}{4}"] * 8)  # a question not graded before
+    assert [r["acc"] for r in results] == [float(k == 2) for k in range(8)]
+    assert grader.stats_["gold_parses"] == 1
+    assert grader.stats_["gold_cache_hits"] == 7
+
+
+@pytest.mark.parametrize(
+    "response,mode,acc",
+    [
+        ("so the final answer is 7", "lenient", 1.0),
+        ("so the final answer is 7", "boxed", 0.0),
+        ("3 plus 4 gives 7", "lenient", 1.0),
+        ("3 plus 4 gives 7", "boxed", 0.0),
+    ],
+)
+def test_modes(grader, response, mode, acc):
+    result = grader.grade(response, "7", mode=mode)
+    assert result["acc"] == acc
+    assert result["status"] == ("ok" if acc else "no_answer")

@@ -1,0 +1,184 @@
+"""Hostile model output: each input returns a score within the time limit, never raises, never
+runs code; hung and killed workers are replaced and the pool keeps working."""
+
+import math
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from functools import partial
+from multiprocessing import get_context
+
+import pytest
+from rewards import compute_score
+
+# The `grader` fixture (conftest) and the compute_score calls below use this time limit.
+TEST_TIMEOUT_S = 2.0
+# One hung task costs one time limit; a hostile sample needs at most its verify task (the
+# ground truth "1" parses at once) plus worker replacement and a loaded CI machine.
+BOUND_S = TEST_TIMEOUT_S + 3.0
+
+DEEP = "(" * 5000 + "1" + ")" * 5000
+HOSTILE = {
+    "power_tower": "\\boxed{9^{9^{9^9}}}",
+    "power_tower_10": "\\boxed{10^{10^{10}}}",
+    "deep_parens_phrase": "The answer is " + DEEP,
+    "deep_parens_boxed": "\\boxed{" + "(" * 2000 + "1" + ")" * 2000 + "}",
+    "deep_parens_bare": DEEP,
+    "one_megabyte": "word " * 200_000 + "\\boxed{1}",
+    "two_thousand_boxes": "\\boxed{2} " * 1999 + "\\boxed{1}",
+    "two_thousand_open_boxes": "\\boxed{" * 2000,
+    "invalid_utf8": b"\\boxed{1}\xff\xfe\xc3",
+    "lone_surrogates": "\\boxed{1}\ud800\udfff",
+    "empty": "",
+    "none": None,
+    "deep_braces": "\\boxed{" + "{" * 3000 + "1" + "}" * 3000 + "}",
+    "huge_number": "\\boxed{" + "9" * 3000 + "}",
+    "factorial_tower": "\\boxed{(10^{10})!}",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_response_is_bounded(grader, name):
+    t0 = time.perf_counter()
+    result = grader.grade(HOSTILE[name], "1", mode="lenient")
+    elapsed = time.perf_counter() - t0
+    assert elapsed < BOUND_S, f"{name} took {elapsed:.1f}s"
+    assert set(result) >= {"score", "acc", "pred", "timed_out", "status"}
+    assert math.isfinite(result["score"])
+    assert result["status"] in {"ok", "no_answer", "timeout", "error"}
+    if name in {"one_megabyte", "two_thousand_boxes", "invalid_utf8", "lone_surrogates"}:
+        assert result["acc"] == 1.0, result  # the real answer is still found
+    if name in {"empty", "none", "two_thousand_open_boxes"}:
+        assert result["status"] == "no_answer"
+    if name in {"power_tower", "power_tower_10"}:
+        assert result["acc"] == 0.0
+
+
+INJECTIONS = [
+    "\\boxed{__import__('os').system('touch {T}')}",
+    "$__import__('os').system('touch {T}')$",
+    "The answer is __import__('os').system('touch {T}')",
+    "\\boxed{eval(\"__import__('os').system('touch {T}')\")}",
+    "\\boxed{exec(\"import os; os.system('touch {T}')\")}",
+    "\\boxed{Lambda(x, __import__('os').system('touch {T}'))}",
+    "\\boxed{\\text{__import__('os').system('touch {T}')}}",
+    "\\boxed{sympify(\"__import__('os').system('touch {T}')\")}",
+    "\\boxed{x.__class__.__base__.__subclasses__()}",
+]
+
+
+@pytest.mark.parametrize("template", INJECTIONS)
+@pytest.mark.parametrize("gold", ["4242", "x"])  # not a number that occurs in tmp_path
+def test_model_output_is_never_run_as_code(grader, tmp_path, template, gold):
+    target = tmp_path / "pwned"
+    response = template.replace("{T}", str(target))
+    result = grader.grade(response, gold)
+    assert not target.exists(), f"code ran: {response}"
+    assert result["acc"] == 0.0
+
+
+@pytest.mark.parametrize("gold", ["", "   ", None, [], "$$", "['']"])
+def test_empty_ground_truth_scores_zero_with_reason(grader, gold):
+    result = grader.grade("\\boxed{1}", gold)
+    assert result["score"] == 0.0
+    assert result["status"] == "bad_ground_truth"
+
+
+@pytest.mark.parametrize(
+    "gold,status",
+    [
+        ("(" * 2000 + "1" + ")" * 2000, "bad_ground_truth"),  # parsing the ground truth hangs
+        ("9^{9^{9^9}}", "timeout"),  # it parses, but comparing with it hangs
+    ],
+)
+def test_hanging_ground_truth_scores_zero_with_reason(grader, gold, status):
+    t0 = time.perf_counter()
+    result = grader.grade("\\boxed{1}", gold)
+    assert time.perf_counter() - t0 < BOUND_S
+    assert result["status"] == status and result["score"] == 0.0
+
+
+def test_pool_survives_a_batch_with_eight_hanging_responses(grader):
+    hanging = ["\\boxed{9^{9^{9^9}}}"] * 8
+    honest = [f"\\boxed{{{k}}}" for k in range(8)]
+    responses = [x for pair in zip(hanging, honest, strict=True) for x in pair]
+    golds = [g for k in range(8) for g in ("5", str(k))]
+    t0 = time.perf_counter()
+    results = grader.grade_batch(responses, golds)
+    elapsed = time.perf_counter() - t0
+    # the issue's bound: time limit x ceil(hanging / workers) + 5 s
+    assert elapsed < TEST_TIMEOUT_S * math.ceil(8 / grader.num_workers) + 5.0, elapsed
+    assert [r["status"] for r in results[0::2]] == ["timeout"] * 8
+    assert all(r["timed_out"] for r in results[0::2])
+    assert [r["acc"] for r in results[1::2]] == [1.0] * 8
+    # and afterwards the pool still grades, with a full set of workers
+    assert grader.grade("\\boxed{\\frac{1}{2}}", "0.5")["acc"] == 1.0
+    assert len(grader.worker_pids()) == grader.num_workers
+
+
+def test_worker_killed_mid_task_is_retried(grader):
+    grader.grade("\\boxed{1}", "2/2")  # workers up
+    future = grader._schedule(time.sleep, (1.0,))
+    time.sleep(0.3)
+    victims = grader.worker_pids()
+    for pid in victims:  # the sleeping task is on one of them: kill both mid-task
+        os.kill(pid, signal.SIGKILL)
+    assert future.result(timeout=10) is None  # retried on a fresh worker and finished
+    assert not set(grader.worker_pids()) & set(victims)
+
+
+def test_worker_killed_mid_batch_loses_no_honest_sample(grader):
+    responses = ["\\boxed{9^{9^{9^9}}}"] * 2 + [f"\\boxed{{{k}+1}}" for k in range(30)]
+    golds = ["5"] * 2 + [str(k + 1) for k in range(30)]
+    futures = [grader.submit(r, g) for r, g in zip(responses, golds, strict=True)]
+    time.sleep(0.5)  # both workers are stuck on the power towers now
+    for pid in grader.worker_pids():
+        os.kill(pid, signal.SIGKILL)
+    results = [f.result(timeout=60) for f in futures]
+    assert all(r["status"] in {"timeout", "error"} and r["acc"] == 0.0 for r in results[:2])
+    assert [r["acc"] for r in results[2:]] == [1.0] * 30
+    assert grader.grade("\\boxed{3}", "1+2")["acc"] == 1.0
+
+
+def test_compute_score_from_threads_like_verl():
+    """verl calls the reward function through run_in_executor: many threads at once."""
+    cases = [("\\boxed{0.5}", "\\frac{1}{2}", 1.0), ("\\boxed{2}", "3", 0.0), ("\\boxed{9^{9^{9^9}}}", "1", 0.0)] * 4
+    with ThreadPoolExecutor(max_workers=8) as ex:
+        futures = [
+            ex.submit(compute_score, "math", r, g, None, timeout_s=TEST_TIMEOUT_S, num_workers=2) for r, g, _ in cases
+        ]
+        results = [f.result(timeout=60) for f in futures]
+    assert [r["acc"] for r in results] == [c for _, _, c in cases]
+    assert threading.current_thread() is threading.main_thread()
+
+
+def test_compute_score_from_a_process_pool():
+    """Each child process of a user's pool gets its own grader (and its own worker pool)."""
+    responses = ["\\boxed{0.5}", "\\boxed{7}", "\\boxed{10^{10^{10}}}"]
+    golds = ["\\frac{1}{2}", "8", "1"]
+    fn = partial(compute_score, "math", timeout_s=TEST_TIMEOUT_S, num_workers=1)
+    with ProcessPoolExecutor(max_workers=2, mp_context=get_context("spawn")) as ex:
+        results = list(ex.map(fn, responses, golds, timeout=120))
+    assert [r["acc"] for r in results] == [1.0, 0.0, 0.0]
+    assert results[2]["status"] == "timeout"
+
+
+@pytest.mark.slow
+def test_compute_score_from_a_ray_worker():
+    import ray
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+
+        @ray.remote
+        def grade(response, gold):
+            from rewards import compute_score
+
+            return compute_score("math", response, gold, timeout_s=TEST_TIMEOUT_S, num_workers=1)
+
+        results = ray.get([grade.remote("\\boxed{0.5}", "1/2"), grade.remote("\\boxed{9^{9^{9^9}}}", "1")], timeout=120)
+    finally:
+        ray.shutdown()
+    assert results[0]["acc"] == 1.0
+    assert results[1]["status"] == "timeout"
