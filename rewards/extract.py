@@ -19,6 +19,7 @@ import ast
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Literal
 
 Mode = Literal["lenient", "boxed"]
@@ -38,6 +39,13 @@ _PHRASE_RE = re.compile(r"(?:final answer|the answer) is", re.IGNORECASE)
 _NUMBER_RE = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?(?:/\d+)?|-?\.\d+")
 _INLINE_MATH_RE = re.compile(r"\$\$?(.+?)\$\$?", re.DOTALL)
 _PERCENT_RE = re.compile(r"\\?%")
+# Plain numbers: integers, decimals, a/b and \frac{a}{b}, optionally in degrees. Bounded digit
+# counts, no exponents: turning one into a Fraction is always cheap.
+_DEC = r"-?(?:\d{1,40}(?:\.\d{1,40})?|\.\d{1,40})"
+_NUMERIC_RE = re.compile(
+    rf"(?P<dec>{_DEC})|(?P<sign>-?)(?:\\[dt]?frac\{{(?P<fn>-?\d{{1,40}})\}}\{{(?P<fd>-?\d{{1,40}})\}}|(?P<sn>\d{{1,40}})/(?P<sd>\d{{1,40}}))"
+)
+_DEGREES_RE = re.compile(r"\^\s*(?:\{\s*\\circ\s*\}|\\circ)$")
 
 
 @dataclass(frozen=True)
@@ -165,6 +173,24 @@ def clean_answer(answer: str) -> str:
     if len(answer) >= 2 and answer.startswith("$") and answer.endswith("$"):
         answer = answer.strip("$").strip()
     return _PERCENT_RE.sub("", answer).strip()
+
+
+def numeric_value(answer: str) -> Fraction | None:
+    """The exact value of a plain-number answer (`12`, `-0.75`, `3/4`, `\\frac{3}{4}`, `30^\\circ`),
+    or None for anything else. Two plain numbers are equivalent exactly when their values are
+    equal; math-verify agrees on every such pair (tests/test_equivalence.py checks it on random
+    ones), so the grader decides them without a worker task."""
+    text = _DEGREES_RE.sub("", answer.replace(" ", ""))
+    m = _NUMERIC_RE.fullmatch(text)
+    if m is None:
+        return None
+    if m["dec"] is not None:
+        return Fraction(m["dec"])
+    num, den = (m["fn"], m["fd"]) if m["fn"] is not None else (m["sn"], m["sd"])
+    if int(den) == 0:
+        return None
+    value = Fraction(int(num), int(den))
+    return -value if m["sign"] else value
 
 
 def normalize_ground_truth(ground_truth: Any) -> tuple[str, ...]:

@@ -57,5 +57,7 @@ def format_score_for(extra_info: Mapping | None, response: str) -> float | None:
     rule = FORMAT_RULES.get(name)
     if rule is None:
         known = ", ".join(sorted(FORMAT_RULES)) or "none"
-        raise KeyError(f"extra_info names template {name!r}, which has no registered format rule (registered: {known})")
+        raise KeyError(
+            f"extra_info names template {name!r}, which has no registered format rule (registered: {known})"
+        )
     return rule.score(response)

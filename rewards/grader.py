@@ -19,7 +19,10 @@ multiprocessing code, a script that grades must guard its top level with
 Work per step
 -------------
 Extraction (`rewards.extract`) is linear string work done in the caller. An answer that is
-string-identical to an accepted ground truth is correct without a pool task. Otherwise the
+string-identical to an accepted ground truth (up to whitespace outside `\\text{}`) is correct
+without a pool task, and so is any
+comparison of two plain numbers (`rewards.extract.numeric_value`: exact rationals, the verdict
+math-verify gives them). Otherwise the
 ground truth is parsed ONCE per question (one task; the parsed result is cached by question,
 as pickled bytes the trainer process never unpickles) and each response costs one
 `verify` task.
@@ -52,7 +55,7 @@ from typing import Any
 import pebble
 
 from rewards import _mathverify
-from rewards.extract import Mode, clean_answer, extract_answer, normalize_ground_truth, to_text
+from rewards.extract import Mode, clean_answer, extract_answer, normalize_ground_truth, numeric_value, to_text
 from rewards.format import format_score_for
 
 DEFAULT_TIMEOUT_S = 5.0
@@ -69,7 +72,9 @@ def _warn_bad_ground_truth(ground_truth: Any) -> None:
     key = repr(ground_truth)[:200]
     if key not in _warned and len(_warned) < 1000:
         _warned.add(key)
-        logger.warning("ground truth %s is empty or unparsable: its responses score 0 (status=bad_ground_truth)", key)
+        logger.warning(
+            "ground truth %s is empty or unparsable: its responses score 0 (status=bad_ground_truth)", key
+        )
 
 
 def default_num_workers() -> int:
@@ -89,6 +94,24 @@ def _stop_pool(pool: pebble.ProcessPool, owner_pid: int) -> None:
     if os.getpid() == owner_pid:  # a forked child must not stop its parent's pool
         pool.stop()
         pool.join(timeout=10)
+
+
+def _squeeze(answer: str) -> str:
+    """`answer` without whitespace, for a string-equality check. Spaces carry no meaning in LaTeX
+    math; inside `\\text{}` they do, so such answers are left as they are."""
+    return answer if "\\text" in answer else "".join(answer.split())
+
+
+def _numeric_verdict(pred: str, golds: tuple[str, ...]) -> bool | None:
+    """Exact verdict when the answer and every accepted answer are plain numbers; None when
+    math-verify must decide (some side is an expression, a set, text, ...)."""
+    value = numeric_value(pred)
+    if value is None:
+        return None
+    gold_values = [numeric_value(g) for g in golds]
+    if any(g == value for g in gold_values):
+        return True
+    return False if all(g is not None for g in gold_values) else None
 
 
 class Grader:
@@ -225,8 +248,10 @@ class Grader:
             finish(False, "bad_ground_truth")
         elif not pred:
             finish(False, "no_answer")
-        elif pred in golds:
+        elif pred in golds or _squeeze(pred) in {_squeeze(g) for g in golds}:
             finish(True, "ok")
+        elif (verdict := _numeric_verdict(pred, golds)) is not None:
+            finish(verdict, "ok")
         else:
 
             def on_verified(task: Future) -> None:
@@ -358,7 +383,9 @@ def compute_score(
     Other verl keyword arguments (reward_router_address, ...) are accepted and ignored.
     """
     grader = get_grader(num_workers, timeout_s)
-    return grader.grade(solution_str, ground_truth, extra_info=extra_info, mode=mode, format_weight=format_weight)
+    return grader.grade(
+        solution_str, ground_truth, extra_info=extra_info, mode=mode, format_weight=format_weight
+    )
 
 
 def grade_batch(

@@ -32,13 +32,17 @@ def reward_kwargs_from_config(config) -> dict:
     kwargs = dict(crf.get("reward_kwargs") or {})
     unknown = sorted(set(kwargs) - set(_KWARGS))
     if unknown:
-        raise ValueError(f"reward.custom_reward_function.reward_kwargs: unknown keys {unknown}; known: {list(_KWARGS)}")
+        raise ValueError(
+            f"reward.custom_reward_function.reward_kwargs: unknown keys {unknown}; known: {list(_KWARGS)}"
+        )
     return kwargs
 
 
 @register("math_pool")
 class PooledMathRewardManager(RewardManagerBase):
-    def __init__(self, config, tokenizer, compute_score=None, reward_router_address=None, reward_model_tokenizer=None):
+    def __init__(
+        self, config, tokenizer, compute_score=None, reward_router_address=None, reward_model_tokenizer=None
+    ):
         super().__init__(config, tokenizer, compute_score)
         kwargs = reward_kwargs_from_config(config)
         self.grader = get_grader(kwargs.pop("num_workers", None), kwargs.pop("timeout_s", None))

@@ -6,7 +6,6 @@ import pytest
 from rewards.grader import Grader
 
 
-
 @pytest.fixture(scope="module")
 def grader():
     """A 2-worker grader with a 2 s limit: short enough to keep the suite fast, long enough that

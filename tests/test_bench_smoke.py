@@ -1,0 +1,27 @@
+"""The grader benchmark runs end to end (tiny step, short limits) and prints its table.
+Also shows `scripts/` runs as a file although verl's wheel installs a top-level `scripts`."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "scripts" / "bench" / "grader_bench.py"
+
+
+@pytest.mark.slow
+def test_grader_bench_prints_both_tables():
+    out = subprocess.run(
+        [sys.executable, str(BENCH), "--questions", "2", "--cap", "90", "--timeout-s", "1"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = out.stdout
+    assert "## clean step" in text and "## same step + 8 hanging responses" in text
+    rows = [line for line in text.splitlines() if line.startswith("| ours") or line.startswith("| verl")]
+    assert len(rows) == 6, text
+    assert all("16/16" in r or "24/24" in r for r in rows), text  # every contender finished
+    assert "Throughput, ours (same calling convention) / verl built-in" in text
