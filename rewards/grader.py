@@ -20,10 +20,9 @@ Work per step
 -------------
 Extraction (`rewards.extract`) is linear string work done in the caller. An answer that is
 string-identical to an accepted ground truth (up to whitespace outside `\\text{}`) is correct
-without a pool task, and so is any
-comparison of two plain numbers (`rewards.extract.numeric_value`: exact rationals, the verdict
-math-verify gives them). Otherwise the
-ground truth is parsed ONCE per question (one task; the parsed result is cached by question,
+without a pool task, and so is any comparison of two plain numbers
+(`rewards.extract.numeric_value`: exact rationals, the verdict math-verify gives them).
+Otherwise the ground truth is parsed ONCE per question (one task; the parsed result is cached by question,
 as pickled bytes the trainer process never unpickles) and each response costs one
 `verify` task.
 
@@ -248,7 +247,7 @@ class Grader:
             finish(False, "bad_ground_truth")
         elif not pred:
             finish(False, "no_answer")
-        elif pred in golds or _squeeze(pred) in {_squeeze(g) for g in golds}:
+        elif _squeeze(pred) in {_squeeze(g) for g in golds}:
             finish(True, "ok")
         elif (verdict := _numeric_verdict(pred, golds)) is not None:
             finish(verdict, "ok")
