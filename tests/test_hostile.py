@@ -127,12 +127,31 @@ def _wait_for_workers(grader, timeout=15.0):
     assert len(grader.worker_pids()) == grader.num_workers
 
 
+def _busy_worker_pids(grader, n=1, min_running_s=0.0, timeout=15.0):
+    """PIDs of `n` workers that have been executing a task for at least `min_running_s`
+    (pebble internals, tests only). Killing only these is deterministic: a worker inside a task
+    holds none of the channel locks, whereas an idle one may hold the reader lock, and a SIGKILL
+    then leaves it locked (pebble waits 60 s for it)."""
+    manager = grader._get_pool()._pool_manager
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = time.time()
+        pids = [
+            t.worker_id
+            for t in list(manager.task_manager.tasks.values())
+            if t.worker_id and now - t.timestamp >= min_running_s
+        ]
+        if len(pids) >= n:
+            return pids
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {n} workers busy for {min_running_s} s")
+
+
 def test_worker_killed_mid_task_is_retried(grader):
     _wait_for_workers(grader)
-    future = grader._schedule(time.sleep, (2.0,))
-    time.sleep(0.5)
-    victims = grader.worker_pids()
-    for pid in victims:  # the sleeping task is on one of them: kill both mid-task
+    future = grader._schedule(time.sleep, (1.0,))  # 1 s, well under the 2 s limit
+    victims = _busy_worker_pids(grader)
+    for pid in victims:
         os.kill(pid, signal.SIGKILL)
     assert future.result(timeout=20) is None  # retried on a fresh worker and finished
     _wait_for_workers(grader)
@@ -144,8 +163,8 @@ def test_worker_killed_mid_batch_loses_no_honest_sample(grader):
     golds = ["5"] * 2 + [str(k + 1) for k in range(30)]
     _wait_for_workers(grader)
     futures = [grader.submit(r, g) for r, g in zip(responses, golds, strict=True)]
-    time.sleep(0.5)  # both workers are stuck on the power towers now
-    for pid in grader.worker_pids():
+    # both workers stuck on the power towers (a gold parse or an honest verify takes ms)
+    for pid in _busy_worker_pids(grader, n=2, min_running_s=0.3):
         os.kill(pid, signal.SIGKILL)
     results = [f.result(timeout=60) for f in futures]
     assert all(r["status"] in {"timeout", "error"} and r["acc"] == 0.0 for r in results[:2])
