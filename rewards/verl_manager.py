@@ -23,7 +23,7 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from rewards.grader import get_grader
 
-_KWARGS = ("mode", "timeout_s", "num_workers", "format_weight")
+_KWARGS = ("mode", "timeout_s", "num_workers", "format_weight", "overlong_buffer_len", "overlong_penalty_factor")
 
 
 def reward_kwargs_from_config(config) -> dict:
@@ -48,6 +48,17 @@ class PooledMathRewardManager(RewardManagerBase):
         self.grader = get_grader(kwargs.pop("num_workers", None), kwargs.pop("timeout_s", None))
         self.mode = kwargs.get("mode", "lenient")
         self.format_weight = float(kwargs.get("format_weight", 1.0))
+        # DAPO's overlong reward shaping (Yu et al. 2025, eq. 13): a response longer than
+        # max_len - buffer loses up to `overlong_penalty_factor`, linearly over the last
+        # `overlong_buffer_len` tokens; 0 turns it off.
+        self.overlong_len = int(kwargs.get("overlong_buffer_len", 0))
+        self.overlong_factor = float(kwargs.get("overlong_penalty_factor", 1.0))
+        self.max_resp_len = int(config.actor_rollout_ref.rollout.response_length) if self.overlong_len else 0
+        if self.overlong_len and not 0 < self.overlong_len < self.max_resp_len:
+            raise ValueError(
+                f"overlong_buffer_len={self.overlong_len} must be in (0, rollout.response_length="
+                f"{self.max_resp_len})"
+            )
 
     async def run_single(self, data: DataProto) -> dict:
         item = data[-1]  # for multi-turn outputs verl grades the last sequence
@@ -59,5 +70,10 @@ class PooledMathRewardManager(RewardManagerBase):
         future = self.grader.submit(
             text, ground_truth, extra_info=extra_info, mode=self.mode, format_weight=self.format_weight
         )
-        result = await asyncio.wrap_future(future)
+        result = dict(await asyncio.wrap_future(future))
+        if self.overlong_len:
+            exceed = valid_len - (self.max_resp_len - self.overlong_len)
+            penalty = min(-exceed / self.overlong_len * self.overlong_factor, 0.0)
+            result["overlong_penalty"] = penalty
+            result["score"] += penalty
         return {"reward_score": result["score"], "reward_extra_info": result}

@@ -1,0 +1,320 @@
+"""Train with verl's own PPO trainer from our Hydra configs (configs/train.yaml extends verl's
+`ppo_trainer`, so every verl key still works).
+
+    python -m recipes.train experiment=demo_cpu                 # ~5 GRPO steps on a CPU (make demo)
+    python -m recipes.train experiment=demo_cpu model=smollm2_135m
+    python -m recipes.train platform=gpu model=qwen2_5_math_1_5b data=math_l3to5 method=[dapo]
+    python -m recipes.train experiment=demo_cpu --cfg job      # print the resolved config, run nothing
+    sbatch scripts/slurm/train.sbatch experiment=...            # multi-node GPUs (docs/slurm.md)
+
+Hardware: `platform=cpu` needs nothing but a few GB of RAM (the demo peaks at about 9 GB of
+resident memory on 2 cores); `platform=gpu` expects NVIDIA GPUs with vLLM installed
+(`pip install -e .[gpu]`).
+
+Before Ray starts it checks the config (`validate`, then verl's own `validate_config`), builds a
+local model if one is named and missing, generates or checks the data, and for `platform=cpu`
+exports the environment of recipes/cpu_platform.py. A bad config fails here with one sentence
+that names the key, not in a Ray worker minutes later.
+
+Writes under `recipes.output_dir` (default `outputs/<project>/<experiment>/`):
+  checkpoints/global_step_N/   verl checkpoints (a rerun resumes from the latest)
+  metrics/<launch time>.jsonl  one JSON line per step (verl's `file` logger)
+  hydra/                       the composed config of the launch
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+BASELINES = ("grpo", "dapo", "dr_grpo")
+KNOWN_METHODS = {name: "baseline" for name in BASELINES}
+LOCAL_MODELS = ("tiny", "smollm2_135m")  # built by recipes.models, no hub access
+
+
+class ConfigError(ValueError):
+    """A config that cannot work, described in one sentence that names the key."""
+
+
+# ------------------------------------------------------------------------------- validation
+def _get(cfg: DictConfig, key: str):
+    return OmegaConf.select(cfg, key, throw_on_missing=False)
+
+
+def validate(cfg: DictConfig) -> None:
+    """Our checks, in the order a user would want to hear about them. Raises ConfigError."""
+    for group, key, choices in (("model", "recipes.model", "configs/model/"), ("data", "recipes.data", "configs/data/")):
+        if _get(cfg, key) in (None, "hf_model", "legacy_data"):
+            raise ConfigError(f"{group}: choose one (`{group}=NAME`, NAME a file in {choices}) or an experiment preset.")
+    methods = dict(_get(cfg, "recipes.methods") or {})
+    unknown = sorted(set(methods) - set(KNOWN_METHODS))
+    if unknown:
+        raise ConfigError(f"method: unknown method(s) {unknown}; known: {sorted(KNOWN_METHODS)}.")
+    baselines = [m for m in methods if KNOWN_METHODS[m] == "baseline"]
+    if len(baselines) != 1:
+        raise ConfigError(
+            f"method: choose exactly one baseline of {list(BASELINES)} (got {baselines or 'none'}); "
+            "they set the same advantage and loss keys differently."
+        )
+
+    n = int(_get(cfg, "actor_rollout_ref.rollout.n"))
+    if n < 2:
+        raise ConfigError(
+            f"actor_rollout_ref.rollout.n={n}: group-relative advantages need at least 2 responses per question."
+        )
+    bsz = int(_get(cfg, "data.train_batch_size"))
+    mini = int(_get(cfg, "actor_rollout_ref.actor.ppo_mini_batch_size"))
+    if mini <= 0 or bsz % mini:
+        raise ConfigError(
+            f"data.train_batch_size={bsz} must be a multiple of actor_rollout_ref.actor.ppo_mini_batch_size={mini}."
+        )
+    world = int(_get(cfg, "trainer.n_gpus_per_node")) * int(_get(cfg, "trainer.nnodes"))
+    if (mini * n) % world:
+        raise ConfigError(
+            f"actor_rollout_ref.actor.ppo_mini_batch_size x rollout.n = {mini * n} must be divisible by the "
+            f"{world} workers (trainer.n_gpus_per_node x trainer.nnodes)."
+        )
+    if not _get(cfg, "actor_rollout_ref.actor.use_dynamic_bsz"):
+        micro = _get(cfg, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
+        per_worker = mini * n // world
+        if micro is not None and per_worker % int(micro):
+            raise ConfigError(
+                f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro} must divide the "
+                f"{per_worker} samples each worker gets per mini-batch."
+            )
+
+    platform = _get(cfg, "recipes.platform")
+    rollout = _get(cfg, "actor_rollout_ref.rollout.name")
+    if platform == "cpu" and rollout != "hf_cpu":
+        raise ConfigError(f"actor_rollout_ref.rollout.name={rollout} cannot run with platform=cpu; use hf_cpu.")
+    if platform == "gpu" and rollout == "hf_cpu":
+        raise ConfigError("actor_rollout_ref.rollout.name=hf_cpu is the CPU rollout; use vllm with platform=gpu.")
+
+
+
+def _data_hint(cfg: DictConfig) -> str:
+    name = _get(cfg, "recipes.data")
+    if name and name != "toy_arithmetic":
+        return f"; run `python -m recipes.data prepare {name}` first"
+    return ""
+
+
+def _verl_checks(cfg: DictConfig) -> None:
+    """verl's own config checks and dataclass conversions (which reject unknown keys), here
+    instead of in a Ray worker."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+
+    sections = {
+        "actor_rollout_ref.actor": _get(cfg, "actor_rollout_ref.actor"),
+        "actor_rollout_ref.rollout": _get(cfg, "actor_rollout_ref.rollout"),
+        "algorithm": _get(cfg, "algorithm"),
+    }
+    for key, section in sections.items():
+        if section is None or "_target_" not in section:
+            continue
+        try:
+            omega_conf_to_dataclass(section)
+        except Exception as exc:  # verl raises TypeError/ValueError/AssertionError here
+            raise ConfigError(f"{key}: {_one_line(exc)}") from exc
+    try:
+        validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    except (AssertionError, ValueError, TypeError) as exc:
+        raise ConfigError(f"verl rejected the config: {_one_line(exc)}") from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return " ".join(text.split())[:500]
+
+
+# ------------------------------------------------------------------------------- preparation
+def prepare(cfg: DictConfig) -> None:
+    """Everything that must happen in the driver before Ray starts (mutates os.environ)."""
+    if _get(cfg, "recipes.platform") == "cpu":
+        from recipes.cpu_platform import CPU_ENV
+
+        os.environ.update(CPU_ENV)
+    cache = Path(_get(cfg, "recipes.cache_dir"))
+    model = _get(cfg, "recipes.model")
+    if model in LOCAL_MODELS:
+        from recipes.models import ensure_model
+
+        ensure_model(model, cache_dir=cache)
+    data = _get(cfg, "recipes.data")
+    if data == "toy_arithmetic":
+        from recipes.data import ensure_data
+
+        ensure_data(data, out_dir=Path(_get(cfg, "data.train_files")).parent)
+
+
+def check_data(cfg: DictConfig) -> None:
+    """Every data file exists and follows our row schema (docs/data.md)."""
+    from recipes.data import DataError, validate_parquet
+
+    for key in ("data.train_files", "data.val_files"):
+        files = _get(cfg, key)
+        for f in [files] if isinstance(files, str) else list(files or []):
+            if not Path(f).is_file():
+                raise ConfigError(f"{key}: no such file {f}{_data_hint(cfg)}.")
+            try:
+                validate_parquet(f)
+            except DataError as exc:
+                raise ConfigError(f"{key}: {exc}") from exc
+
+
+# ------------------------------------------------------------------------------- step table
+COLUMNS = [
+    ("step", "step", "{:>4.0f}"),
+    ("reward", "critic/score/mean", "{:>7.3f}"),
+    ("acc", "grader/acc", "{:>6.3f}"),
+    ("entropy", "actor/entropy", "{:>8.3f}"),
+    ("resp_len", "response_length/mean", "{:>8.1f}"),
+    ("grad_norm", "actor/grad_norm", "{:>9.3f}"),
+    ("sec", "timing_s/step", "{:>6.1f}"),
+]
+
+
+def format_row(step: int, data: dict) -> str:
+    cells = []
+    for name, key, fmt in COLUMNS:
+        value = step if name == "step" else _first(data, key)
+        width = len(fmt.format(0.0))
+        cells.append(fmt.format(value) if isinstance(value, (int, float)) else "-".rjust(width))
+    return " ".join(cells)
+
+
+def _first(data: dict, key: str):
+    if key in data:
+        return data[key]
+    # verl's names move between versions: fall back to any key ending the same way
+    tail = key.split("/", 1)[-1]
+    for k, v in data.items():
+        if k.endswith(tail) and isinstance(v, (int, float)):
+            return v
+    return None
+
+
+def header() -> str:
+    return " ".join(name.rjust(len(fmt.format(0.0))) for name, _, fmt in COLUMNS)
+
+
+def _follow(path: Path, stop: threading.Event) -> None:
+    """Print a table row for each step verl's file logger appends to `path`."""
+    pos, printed = 0, False
+    while True:
+        done = stop.is_set()
+        if path.exists():
+            with path.open() as f:
+                f.seek(pos)
+                for line in f:
+                    if not line.endswith("\n"):
+                        break
+                    pos += len(line.encode())
+                    rec = json.loads(line)
+                    if not printed:
+                        print(header(), flush=True)
+                        printed = True
+                    print(format_row(rec["step"], rec["data"]), flush=True)
+        if done:
+            return
+        stop.wait(1.0)
+
+
+# ------------------------------------------------------------------------------- main
+def run(cfg: DictConfig) -> Path:
+    """Validate, prepare, train. Returns the metrics file."""
+    check_config(cfg)
+    prepare(cfg)
+    check_data(cfg)
+
+    out = Path(_get(cfg, "recipes.output_dir"))
+    metrics = out / "metrics" / f"{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    metrics.parent.mkdir(parents=True, exist_ok=True)
+    os.environ["VERL_FILE_LOGGER_PATH"] = str(metrics)
+
+    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+
+    stop = threading.Event()
+    table = threading.Thread(target=_follow, args=(metrics, stop), daemon=True)
+    if _get(cfg, "recipes.step_table"):
+        table.start()
+    try:
+        run_ppo(cfg, task_runner_class=TaskRunnerV1)
+    finally:
+        stop.set()
+        if table.is_alive():
+            table.join(timeout=5)
+    ckpt = Path(_get(cfg, "trainer.default_local_dir"))
+    print(f"done: metrics in {metrics}, checkpoints in {ckpt}", flush=True)
+    return metrics
+
+
+# verl's defaults list holds the `model` group twice (actor and critic): `model=X` means the actor's.
+GROUP_ALIASES = {"model": "model@actor_rollout_ref.model"}
+
+
+def translate_overrides(args: list[str]) -> list[str]:
+    """`model=X` (and `+model=X`, `~model`) -> `model@actor_rollout_ref.model=X`."""
+    out = []
+    for arg in args:
+        for short, full in GROUP_ALIASES.items():
+            for prefix in ("", "+", "++", "~"):
+                if arg.startswith(f"{prefix}{short}=") or arg == f"{prefix}{short}":
+                    arg = prefix + full + arg[len(prefix) + len(short) :]
+        out.append(arg)
+    return out
+
+
+def record_choices(cfg: DictConfig, choices: dict) -> None:
+    """Copy the `model` and `data` group choices into recipes.model / recipes.data."""
+    with open_dict(cfg):
+        cfg.recipes.model = choices.get(GROUP_ALIASES["model"])
+        cfg.recipes.data = choices.get("data")
+
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+def compose(overrides: list[str]) -> DictConfig:
+    """The config `python -m recipes.train *overrides` would run with (for tests and tools)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(str(CONFIG_DIR), version_base=None):
+        cfg = hydra_compose("train", overrides=translate_overrides(list(overrides)), return_hydra_config=True)
+    choices = dict(cfg.hydra.runtime.choices)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    record_choices(cfg, choices)
+    return cfg
+
+
+def check_config(cfg: DictConfig) -> None:
+    """All checks that need no files: ours, then verl's (what runs before Ray starts)."""
+    validate(cfg)
+    _verl_checks(cfg)
+
+
+@hydra.main(config_path="../configs", config_name="train", version_base=None)
+def main(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    record_choices(cfg, HydraConfig.get().runtime.choices)
+    try:
+        run(cfg)
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    sys.argv[1:] = translate_overrides(sys.argv[1:])
+    main()

