@@ -4,12 +4,13 @@
 #   make test-fast  the suite without tests marked slow
 #   make lint       ruff check + format check
 #   make bench      the grader benchmark (table printed; see README "Grader speed")
+#   make demo       ~5 GRPO steps through verl's real trainer on the CPU (MODEL=tiny | smollm2_135m)
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test test-fast lint format bench clean
+.PHONY: setup test test-fast lint format bench demo clean
 
 setup: $(STAMP)
 
@@ -24,7 +25,7 @@ test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: setup
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not e2e" $(PYTEST_ARGS)
 
 lint: setup
 	$(PY) -m ruff check .
@@ -36,6 +37,13 @@ format: setup
 
 bench: setup
 	$(PY) scripts/bench/grader_bench.py
+
+MODEL ?= tiny
+DEMO_EXPERIMENT_tiny := demo_cpu
+DEMO_EXPERIMENT_smollm2_135m := demo_cpu_smollm2
+demo: setup
+	@test -n "$(DEMO_EXPERIMENT_$(MODEL))" || { echo "MODEL must be tiny or smollm2_135m" >&2; exit 2; }
+	$(PY) -m recipes.train experiment=$(DEMO_EXPERIMENT_$(MODEL))
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -117,6 +117,10 @@ class _CPUDeviceModule(types.ModuleType):
         torch.manual_seed(seed)
 
     manual_seed_all = manual_seed
+    # verl's checkpoint restores the "device" RNG from the state saved under the device name,
+    # which on this platform is the CPU generator's own state.
+    get_rng_state = staticmethod(torch.get_rng_state)
+    set_rng_state = staticmethod(torch.set_rng_state)
 
 
 _DEVICE_MODULE = _CPUDeviceModule()
@@ -230,7 +234,7 @@ class HFRolloutServer:
         self.config = rollout_config
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.model = AutoModelForCausalLM.from_pretrained(
-            model_path, torch_dtype=torch.float32, attn_implementation="sdpa"
+            model_path, dtype=torch.float32, attn_implementation="sdpa"
         ).eval()
         gen = self.model.generation_config
         eos = gen.eos_token_id if gen.eos_token_id is not None else self.tokenizer.eos_token_id
@@ -354,6 +358,7 @@ class HFRolloutServer:
     def set_global_steps(self, global_steps: int) -> None:
         self.global_steps = global_steps
 
+    @torch.no_grad()
     def state_checksum(self) -> float:
         """Sum of all weights (tests use it to see that updates arrive)."""
         return float(sum(p.double().sum() for p in self.model.parameters()))

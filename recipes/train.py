@@ -124,6 +124,15 @@ def _verl_checks(cfg: DictConfig) -> None:
             omega_conf_to_dataclass(section)
         except Exception as exc:  # verl raises TypeError/ValueError/AssertionError here
             raise ConfigError(f"{key}: {_one_line(exc)}") from exc
+    from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY
+
+    for key, registry in (
+        ("algorithm.adv_estimator", ADV_ESTIMATOR_REGISTRY),
+        ("actor_rollout_ref.actor.policy_loss.loss_mode", POLICY_LOSS_REGISTRY),
+    ):
+        name = str(_get(cfg, key))
+        if name not in registry:
+            raise ConfigError(f"{key}={name} is not registered with verl; known: {sorted(registry)}.")
     try:
         validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     except (AssertionError, ValueError, TypeError) as exc:
@@ -185,21 +194,10 @@ COLUMNS = [
 def format_row(step: int, data: dict) -> str:
     cells = []
     for name, key, fmt in COLUMNS:
-        value = step if name == "step" else _first(data, key)
+        value = step if name == "step" else data.get(key)
         width = len(fmt.format(0.0))
         cells.append(fmt.format(value) if isinstance(value, (int, float)) else "-".rjust(width))
     return " ".join(cells)
-
-
-def _first(data: dict, key: str):
-    if key in data:
-        return data[key]
-    # verl's names move between versions: fall back to any key ending the same way
-    tail = key.split("/", 1)[-1]
-    for k, v in data.items():
-        if k.endswith(tail) and isinstance(v, (int, float)):
-            return v
-    return None
 
 
 def header() -> str:

@@ -200,7 +200,7 @@ def test_dry_run_env_overrides_change_the_commands():
     train = _train(cmds)
     assert train[:3] == ["env", "RAY_ADDRESS=10.1.2.3:7001", "python3.11"]
     assert _train_args(train) == [
-        "trainer.default_local_dir=/ckpt/run1",
+        "recipes.output_dir=/ckpt/run1",
         "experiment=foo",
         "trainer.nnodes=2",
         "trainer.n_gpus_per_node=4",

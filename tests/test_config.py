@@ -1,0 +1,166 @@
+"""recipes.train's configs: every preset composes into a config verl accepts, and each kind of bad
+config fails before Ray starts with one sentence that names the key."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hydra.errors import ConfigCompositionException, MissingConfigException
+
+from recipes.train import ConfigError, check_config, check_data, compose, format_row, translate_overrides
+
+REPO = Path(__file__).resolve().parent.parent
+EXPERIMENTS = sorted(p.stem for p in (REPO / "configs" / "experiment").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_experiment_preset_passes_ours_and_verls_checks(experiment):
+    cfg = compose([f"experiment={experiment}"])
+    check_config(cfg)  # ours, then verl's validate_config and dataclass conversions
+    assert cfg.recipes.platform in ("cpu", "gpu")
+    assert cfg.recipes.methods
+
+
+@pytest.mark.parametrize("method", ["grpo", "dapo", "dr_grpo"])
+@pytest.mark.parametrize("model", ["qwen2_5_math_1_5b", "deepseek_r1_distill_qwen_1_5b", "qwen3_4b", "llama3_2_1b"])
+def test_gpu_configs_are_valid_verl_configs_without_a_gpu(method, model):
+    cfg = compose([f"model={model}", "data=math_l3to5", f"method=[{method}]", "platform=gpu"])
+    check_config(cfg)
+    assert cfg.actor_rollout_ref.rollout.name == "vllm"
+    assert cfg.actor_rollout_ref.model.path.count("/") == 1  # a hub id
+
+
+def test_baselines_set_what_their_papers_say():
+    grpo = compose(["experiment=demo_cpu", "method=[grpo]"])
+    dapo = compose(["experiment=demo_cpu", "method=[dapo]"])
+    dr = compose(["experiment=demo_cpu", "method=[dr_grpo]"])
+    a = lambda c: c.actor_rollout_ref.actor  # noqa: E731
+    assert (a(grpo).clip_ratio_low, a(grpo).clip_ratio_high, a(grpo).use_kl_loss) == (0.2, 0.2, True)
+    assert a(grpo).kl_loss_type == "low_var_kl" and grpo.algorithm.norm_adv_by_std_in_grpo
+    assert (a(dapo).clip_ratio_low, a(dapo).clip_ratio_high) == (0.2, 0.28)
+    assert a(dapo).loss_agg_mode == "token-mean" and not a(dapo).use_kl_loss
+    assert dapo.algorithm.filter_groups.enable and dapo.algorithm.filter_groups.metric == "acc"
+    assert not dr.algorithm.norm_adv_by_std_in_grpo and not a(dr).use_kl_loss
+    assert a(dr).loss_agg_mode == "seq-mean-token-sum-norm"
+
+
+def test_model_and_data_choices_reach_the_config(tmp_path, monkeypatch):
+    monkeypatch.setenv("RECIPES_CACHE", str(tmp_path))
+    cfg = compose(["experiment=demo_cpu", "model=smollm2_135m"])
+    assert cfg.recipes.model == "smollm2_135m" and cfg.recipes.data == "toy_arithmetic"
+    assert cfg.actor_rollout_ref.model.path == f"{tmp_path}/models/smollm2_135m"
+    assert cfg.data.train_files == f"{tmp_path}/data/toy_arithmetic/train.parquet"
+    assert cfg.actor_rollout_ref.rollout.name == "hf_cpu"
+
+
+def test_model_shorthand_is_translated_for_verls_packaged_group():
+    assert translate_overrides(["model=tiny", "+model=x", "~model", "model_engine=dp", "data=math"]) == [
+        "model@actor_rollout_ref.model=tiny",
+        "+model@actor_rollout_ref.model=x",
+        "~model@actor_rollout_ref.model",
+        "model_engine=dp",
+        "data=math",
+    ]
+
+
+BAD = [
+    (["method=[grpo,dapo]"], "method: choose exactly one baseline"),
+    (["data.train_batch_size=6"], "data.train_batch_size=6 must be a multiple of actor_rollout_ref.actor.ppo_mini_batch_size=4"),
+    (["actor_rollout_ref.rollout.n=3", "data.train_batch_size=4", "trainer.n_gpus_per_node=8"], "divisible by the 8 workers"),
+    (["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=5"], "ppo_micro_batch_size_per_gpu=5 must divide"),
+    (["actor_rollout_ref.rollout.n=1"], "actor_rollout_ref.rollout.n=1"),
+    (["actor_rollout_ref.rollout.name=vllm"], "actor_rollout_ref.rollout.name=vllm cannot run with platform=cpu"),
+    (["+actor_rollout_ref.actor.clip_ratio_hihg=0.3"], "actor_rollout_ref.actor: "),
+    (["algorithm.adv_estimator=no_such_estimator"], "algorithm.adv_estimator=no_such_estimator is not registered"),
+    (["actor_rollout_ref.actor.policy_loss.loss_mode=nope"], "policy_loss.loss_mode=nope is not registered"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), BAD, ids=[m.split()[0] for _, m in BAD])
+def test_bad_config_fails_with_a_sentence_naming_the_key(overrides, message):
+    with pytest.raises(ConfigError) as err:
+        check_config(compose(["experiment=demo_cpu", *overrides]))
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_key_fails_at_composition():
+    with pytest.raises(ConfigCompositionException, match="trainer.totl_training_steps"):
+        compose(["experiment=demo_cpu", "trainer.totl_training_steps=3"])
+    with pytest.raises(MissingConfigException, match="method/ppo_but_better"):
+        compose(["experiment=demo_cpu", "method=[ppo_but_better]"])
+
+
+def test_no_model_or_data_chosen_is_a_clear_error():
+    with pytest.raises(ConfigError, match="model: choose one"):
+        check_config(compose(["data=math"]))
+    with pytest.raises(ConfigError, match="data: choose one"):
+        check_config(compose(["model=qwen3_4b"]))
+
+
+def test_missing_data_file_names_the_key_and_the_prepare_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("RECIPES_CACHE", str(tmp_path))
+    cfg = compose(["experiment=demo_cpu", "data=open_rs"])
+    check_config(cfg)
+    with pytest.raises(ConfigError) as err:
+        check_data(cfg)
+    text = str(err.value)
+    assert text.startswith("data.train_files: no such file")
+    assert "python -m recipes.data prepare open_rs" in text
+
+
+def test_bad_row_in_data_file_names_file_row_and_column(tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    from recipes.data import write_toy_arithmetic
+
+    monkeypatch.setenv("RECIPES_CACHE", str(tmp_path))
+    cfg = compose(["experiment=demo_cpu"])
+    train, test = write_toy_arithmetic(Path(cfg.data.train_files).parent, n_train=20, n_test=5)
+    table = pq.read_table(train).to_pylist()
+    table[3]["reward_model"] = {"style": "rule", "ground_truth": ""}
+    import pyarrow as pa
+
+    pq.write_table(pa.Table.from_pylist(table), train)
+    with pytest.raises(ConfigError) as err:
+        check_data(cfg)
+    assert "data.train_files" in str(err.value) and "row 3" in str(err.value)
+    assert "ground_truth" in str(err.value)
+
+
+def test_cli_rejects_a_bad_config_before_ray_starts(tmp_path):
+    t0 = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-m", "recipes.train", "experiment=demo_cpu", "data.train_batch_size=6"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "RECIPES_CACHE": str(tmp_path)},
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "config error: data.train_batch_size=6 must be a multiple" in out.stderr
+    assert "Traceback" not in out.stderr and "ray" not in out.stdout.lower()
+    assert time.monotonic() - t0 < 60
+
+
+def test_cfg_job_prints_the_resolved_config_without_running(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "recipes.train", "experiment=demo_cpu", "model=smollm2_135m", "--cfg", "job"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "RECIPES_CACHE": str(tmp_path)},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "name: hf_cpu" in out.stdout and "smollm2_135m" in out.stdout
+    assert not (tmp_path / "models").exists()  # printing builds nothing
+
+
+def test_step_table_row_formats_present_and_missing_metrics():
+    row = format_row(3, {"critic/score/mean": 0.25, "grader/acc": 0.125, "timing_s/step": 2.5})
+    cells = row.split()
+    assert cells[:3] == ["3", "0.250", "0.125"] and cells[-1] == "2.5" and cells.count("-") == 3
