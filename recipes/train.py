@@ -50,9 +50,14 @@ def _get(cfg: DictConfig, key: str):
 
 def validate(cfg: DictConfig) -> None:
     """Our checks, in the order a user would want to hear about them. Raises ConfigError."""
-    for group, key, choices in (("model", "recipes.model", "configs/model/"), ("data", "recipes.data", "configs/data/")):
+    for group, key, choices in (
+        ("model", "recipes.model", "configs/model/"),
+        ("data", "recipes.data", "configs/data/"),
+    ):
         if _get(cfg, key) in (None, "hf_model", "legacy_data"):
-            raise ConfigError(f"{group}: choose one (`{group}=NAME`, NAME a file in {choices}) or an experiment preset.")
+            raise ConfigError(
+                f"{group}: choose one (`{group}=NAME`, NAME a file in {choices}) or an experiment preset."
+            )
     methods = dict(_get(cfg, "recipes.methods") or {})
     unknown = sorted(set(methods) - set(KNOWN_METHODS))
     if unknown:
@@ -93,10 +98,13 @@ def validate(cfg: DictConfig) -> None:
     platform = _get(cfg, "recipes.platform")
     rollout = _get(cfg, "actor_rollout_ref.rollout.name")
     if platform == "cpu" and rollout != "hf_cpu":
-        raise ConfigError(f"actor_rollout_ref.rollout.name={rollout} cannot run with platform=cpu; use hf_cpu.")
+        raise ConfigError(
+            f"actor_rollout_ref.rollout.name={rollout} cannot run with platform=cpu; use hf_cpu."
+        )
     if platform == "gpu" and rollout == "hf_cpu":
-        raise ConfigError("actor_rollout_ref.rollout.name=hf_cpu is the CPU rollout; use vllm with platform=gpu.")
-
+        raise ConfigError(
+            "actor_rollout_ref.rollout.name=hf_cpu is the CPU rollout; use vllm with platform=gpu."
+        )
 
 
 def _data_hint(cfg: DictConfig) -> str:

@@ -40,7 +40,9 @@ def grader_metrics(infos: list[dict]) -> dict[str, float]:
 @register_trainer("recipes_sync")
 class RecipesTrainerSync(PPOTrainerSync):
     def _compute_advantage(self, batch, metrics: dict):
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
+        data = tq.kv_batch_get(
+            keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"]
+        )
         infos = []
         for value in data["extra_fields"]:
             fields = getattr(value, "data", value)

@@ -24,7 +24,9 @@ def test_every_experiment_preset_passes_ours_and_verls_checks(experiment):
 
 
 @pytest.mark.parametrize("method", ["grpo", "dapo", "dr_grpo"])
-@pytest.mark.parametrize("model", ["qwen2_5_math_1_5b", "deepseek_r1_distill_qwen_1_5b", "qwen3_4b", "llama3_2_1b"])
+@pytest.mark.parametrize(
+    "model", ["qwen2_5_math_1_5b", "deepseek_r1_distill_qwen_1_5b", "qwen3_4b", "llama3_2_1b"]
+)
 def test_gpu_configs_are_valid_verl_configs_without_a_gpu(method, model):
     cfg = compose([f"model={model}", "data=math_l3to5", f"method=[{method}]", "platform=gpu"])
     check_config(cfg)
@@ -67,13 +69,28 @@ def test_model_shorthand_is_translated_for_verls_packaged_group():
 
 BAD = [
     (["method=[grpo,dapo]"], "method: choose exactly one baseline"),
-    (["data.train_batch_size=6"], "data.train_batch_size=6 must be a multiple of actor_rollout_ref.actor.ppo_mini_batch_size=4"),
-    (["actor_rollout_ref.rollout.n=3", "data.train_batch_size=4", "trainer.n_gpus_per_node=8"], "divisible by the 8 workers"),
-    (["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=5"], "ppo_micro_batch_size_per_gpu=5 must divide"),
+    (
+        ["data.train_batch_size=6"],
+        "data.train_batch_size=6 must be a multiple of actor_rollout_ref.actor.ppo_mini_batch_size=4",
+    ),
+    (
+        ["actor_rollout_ref.rollout.n=3", "data.train_batch_size=4", "trainer.n_gpus_per_node=8"],
+        "divisible by the 8 workers",
+    ),
+    (
+        ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=5"],
+        "ppo_micro_batch_size_per_gpu=5 must divide",
+    ),
     (["actor_rollout_ref.rollout.n=1"], "actor_rollout_ref.rollout.n=1"),
-    (["actor_rollout_ref.rollout.name=vllm"], "actor_rollout_ref.rollout.name=vllm cannot run with platform=cpu"),
+    (
+        ["actor_rollout_ref.rollout.name=vllm"],
+        "actor_rollout_ref.rollout.name=vllm cannot run with platform=cpu",
+    ),
     (["+actor_rollout_ref.actor.clip_ratio_hihg=0.3"], "actor_rollout_ref.actor: "),
-    (["algorithm.adv_estimator=no_such_estimator"], "algorithm.adv_estimator=no_such_estimator is not registered"),
+    (
+        ["algorithm.adv_estimator=no_such_estimator"],
+        "algorithm.adv_estimator=no_such_estimator is not registered",
+    ),
     (["actor_rollout_ref.actor.policy_loss.loss_mode=nope"], "policy_loss.loss_mode=nope is not registered"),
 ]
 

@@ -55,7 +55,7 @@ check("memory_reserved", lambda: device.get_torch_device().memory_reserved())
 check("platform_class", lambda: f"{type(get_platform()).__module__}.{type(get_platform()).__qualname__}")
 
 def cpu_available_unforced():
-    from recipes.cpu_platform import PlatformCPU
+    from recipes.plugins import PlatformCPU
     from verl.plugin.platform.platform_manager import PlatformRegistry
     assert PlatformRegistry.get("cpu") is PlatformCPU, PlatformRegistry.get("cpu")
     return PlatformCPU().is_platform_available(use_smi_check=True)
@@ -180,7 +180,7 @@ def fresh() -> dict[str, dict]:
 
 def test_cpu_platform_is_selected_by_env(fresh):
     r = fresh["cpu"]
-    assert r["platform_class"] == "recipes.cpu_platform.PlatformCPU"
+    assert r["platform_class"] == "recipes.plugins.PlatformCPU"
     assert r["device_name"] == "cpu"
     assert r["nccl_backend"] == "gloo"
     assert r["memory_reserved"] == 0
@@ -220,7 +220,7 @@ def test_registries(fresh, mode):
 def test_without_env_nothing_changes(fresh):
     r = fresh["default"]
     assert r["cpu_platform_available"] is False
-    assert r["platform_class"] != "recipes.cpu_platform.PlatformCPU"
+    assert r["platform_class"] != "recipes.plugins.PlatformCPU"
     assert r["device_name"] != "cpu"
     assert r["offload_policy"]["is_torch_class"] is True
     assert r["pg_wrapper"]["module"] == "verl.utils.distributed"
@@ -416,3 +416,33 @@ def test_prompt_length_limits(server):
         _generate(server, [([5] * max_len, {"temperature": 0})])  # no room for a single token
     (out,) = _generate(server, [([5] * (max_len - 1), {"temperature": 0})])
     assert len(out.token_ids) == 1
+
+
+@pytest.mark.parametrize(
+    "first_import",
+    [
+        "import recipes.cpu_platform",
+        "import recipes.trainer",
+        "import rewards.verl_manager",
+        "import recipes.plugins",
+    ],
+)
+def test_every_name_is_registered_whichever_module_a_process_imports_first(first_import):
+    """Ray workers unpickle our classes, so a worker may import one of our modules before verl;
+    verl then loads the plugin while that module is half-imported (a bug found this way)."""
+    code = (
+        f"{first_import}\n"
+        "from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER\n"
+        "from verl.workers.rollout.replica import RolloutReplicaRegistry\n"
+        "from verl.trainer.ppo.v1 import get_trainer_cls\n"
+        "from verl.utils.device import get_device_name\n"
+        "assert 'math_pool' in REWARD_MANAGER\n"
+        "RolloutReplicaRegistry.get('hf_cpu'); get_trainer_cls('recipes_sync')\n"
+        "print(get_device_name())\n"
+    )
+    env = {**os.environ, "VERL_PLATFORM": "cpu"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=REPO
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "cpu"

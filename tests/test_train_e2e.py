@@ -84,7 +84,9 @@ def check_run(cache: Path, out: Path, proc: subprocess.CompletedProcess, steps: 
         for key in ("critic/score/mean", "actor/entropy", "actor/grad_norm", "response_length/mean"):
             assert key in numbers, key
         # the rewards came from our grader: its per-sample statuses cover every response
-        statuses = sum(numbers[f"grader/status/{s}"] for s in ("ok", "no_answer", "timeout", "error", "bad_ground_truth"))
+        statuses = sum(
+            numbers[f"grader/status/{s}"] for s in ("ok", "no_answer", "timeout", "error", "bad_ground_truth")
+        )
         assert statuses == pytest.approx(1.0)
         assert 0.0 <= numbers["grader/acc"] <= 1.0
     last = steps[-1]
