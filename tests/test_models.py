@@ -1,7 +1,13 @@
-"""Local model builders (recipes/models.py): the tiny random Qwen2 and the SmolLM2 GGUF conversion."""
+"""Local model builders (recipes/models.py): the tiny Qwen2 (random init + warm start) and the SmolLM2
+GGUF conversion.
+
+Only two builds run the full warm start (the module's `tiny_dir` and the fresh-process CLI build,
+which run side by side); the plumbing tests build with `QUICK` warm-start steps."""
 
 import hashlib
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,7 +19,9 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from recipes import models
+from recipes.data import TOY_N_TEST, TOY_N_TRAIN, TOY_SEED, make_prompt, toy_arithmetic_pairs
 
+QUICK = 20  # warm-start steps of the plumbing tests' builds (the real build: WARM_START["steps"])
 REPO = Path(__file__).resolve().parents[1]
 
 # Round-trip cases: LaTeX, digit runs, whitespace runs/CRLF/tabs, emoji, CJK, zero-width space,
@@ -50,13 +58,97 @@ def tiny_tok(tiny_dir):
     return AutoTokenizer.from_pretrained(tiny_dir)
 
 
+@pytest.fixture
+def quick(monkeypatch):
+    """Builds through ensure_model/build_model/main use QUICK warm-start steps."""
+    monkeypatch.setitem(models.WARM_START, "steps", QUICK)
+
+
 def test_tiny_is_deterministic_from_seed(tiny_dir, tmp_path):
+    """Same seed and steps: the same files (the full build is compared across processes by the CLI
+    test); the seed changes the weights, not the tokenizer; the warm start changes the weights."""
     d0 = _digests(tiny_dir)
     assert {"model.safetensors", "tokenizer.json", "config.json", "tokenizer_config.json"} <= d0.keys()
-    assert _digests(models.build_tiny(tmp_path / "again", seed=0)) == d0
-    d1 = _digests(models.build_tiny(tmp_path / "seed1", seed=1))
-    assert d1["model.safetensors"] != d0["model.safetensors"]
-    assert d1["tokenizer.json"] == d0["tokenizer.json"]  # the tokenizer does not depend on the seed
+    q0 = _digests(models.build_tiny(tmp_path / "a", seed=0, warm_start_steps=QUICK))
+    assert _digests(models.build_tiny(tmp_path / "b", seed=0, warm_start_steps=QUICK)) == q0
+    q1 = _digests(models.build_tiny(tmp_path / "seed1", seed=1, warm_start_steps=QUICK))
+    bare = _digests(models.build_tiny(tmp_path / "bare", seed=0, warm_start_steps=0))
+    weights = [d["model.safetensors"] for d in (d0, q0, q1, bare)]
+    assert len(set(weights)) == 4
+    assert q1["tokenizer.json"] == q0["tokenizer.json"] == d0["tokenizer.json"] == bare["tokenizer.json"]
+    assert models.is_complete(tmp_path / "a", {"seed": 0, "warm_start_steps": QUICK})
+    assert models.is_complete(tiny_dir, {"recipe_version": 2, "warm_start_steps": models.WARM_START["steps"]})
+
+
+def test_answer_logits_match_the_full_forward():
+    """The warm start's shortcut (LM head only at the answer positions) computes what the model does."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=50, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=48, tie_word_embeddings=True,
+    )  # fmt: skip
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = Qwen2ForCausalLM(config).eval()
+        ids = torch.randint(0, 50, (3, 17))
+    qpos = torch.tensor([[0, 1, 2], [7, 12, 16], [14, 15, 16]])
+    with torch.no_grad():
+        full = model(input_ids=ids).logits
+        fast = models.answer_logits(model, ids, qpos)
+    torch.testing.assert_close(fast, full.gather(1, qpos[..., None].expand(-1, -1, 50)), rtol=1e-5, atol=1e-5)
+
+
+def test_warm_start_examples_are_chat_formatted_train_questions(tiny_tok):
+    seqs, n_prompt = models.warm_start_examples(tiny_tok)
+    train, test = toy_arithmetic_pairs(TOY_N_TRAIN, TOY_N_TEST, TOY_SEED)
+    assert len(seqs) == len(n_prompt) == len(train)
+    test_questions = {q for q, _ in test}
+    for (question, answer), ids, n in zip(train, seqs, n_prompt, strict=True):
+        assert question not in test_questions
+        prompt = tiny_tok.apply_chat_template(
+            make_prompt(question), add_generation_prompt=True, tokenize=False
+        )
+        assert tiny_tok.decode(ids[:n]) == prompt  # exactly what the rollout is given
+        assert tiny_tok.decode(ids[n:]) == f"The answer is \\boxed{{{answer}}}.<|im_end|>"
+
+
+def _boxed(text: str) -> str | None:
+    found = re.findall(r"\\boxed\{([^{}]*)\}", text)
+    return found[-1].strip() if found else None
+
+
+def test_tiny_gets_some_but_not_all_toy_questions_right(tiny_dir, tiny_tok):
+    """The warm start's purpose: GRPO needs groups with both right and wrong answers. Greedy accuracy
+    on toy test questions (never trained on) lies in a band, and sampling at temperature 1 gives
+    mixed groups of 8. Loaded as the trainer loads it (sdpa, float32; stops at <|im_end|>)."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir, attn_implementation="sdpa")
+    _, test = toy_arithmetic_pairs(TOY_N_TRAIN, TOY_N_TEST, TOY_SEED)
+    test = test[:50]
+    prompts = [
+        tiny_tok.apply_chat_template(make_prompt(q), add_generation_prompt=True, tokenize=False)
+        for q, _ in test
+    ]
+
+    def generate(texts, **kw):
+        enc = tiny_tok(texts, return_tensors="pt", padding=True, padding_side="left")
+        with torch.no_grad():
+            out = model.generate(**enc, max_new_tokens=32, **kw)
+        return tiny_tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+
+    greedy = generate(prompts, do_sample=False)
+    assert all(re.fullmatch(r"The answer is \\boxed\{\d+\}\.", g) for g in greedy), greedy
+    accuracy = sum(_boxed(g) == a for g, (_, a) in zip(greedy, test, strict=True)) / len(test)
+    assert 0.05 <= accuracy <= 0.8, accuracy
+
+    n = 20
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        samples = generate(
+            [p for p in prompts[:n] for _ in range(8)], do_sample=True, temperature=1.0, top_k=0, top_p=1.0
+        )
+    right = [sum(_boxed(s) == test[i][1] for s in samples[8 * i : 8 * i + 8]) for i in range(n)]
+    assert sum(0 < r < 8 for r in right) >= 1, right  # seed 0: 9 of 20 mixed (greedy: 8 of 50 right)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -74,7 +166,7 @@ def cli_run(tmp_path_factory):
     proc.wait()
 
 
-def test_cli_out_seed_force(tmp_path, capsys):
+def test_cli_out_seed_force(tmp_path, capsys, quick):
     out = tmp_path / "m"
     models.main(["tiny", "--out", str(out), "--seed", "3"])
     assert capsys.readouterr().out.strip() == str(out)
@@ -139,7 +231,7 @@ def test_tiny_tokenizer_normalizes_to_nfc_and_splits_digits(tiny_tok):
     assert tiny_tok.tokenize("12345") == list("12345")
 
 
-def test_ensure_model_is_idempotent(tmp_path, monkeypatch):
+def test_ensure_model_is_idempotent(tmp_path, monkeypatch, quick):
     monkeypatch.setenv("RECIPES_CACHE", str(tmp_path))
     path = models.ensure_model("tiny")
     assert path == tmp_path / "models" / "tiny" and models.is_complete(path)
@@ -155,14 +247,29 @@ def test_ensure_model_is_idempotent(tmp_path, monkeypatch):
         models.ensure_model("gpt5", cache_dir=tmp_path)
 
 
-def test_ensure_model_redoes_a_half_finished_build(tmp_path, tiny_dir):
+def test_ensure_model_redoes_a_half_finished_build(tmp_path, quick):
     path = tmp_path / "models" / "tiny"
     path.mkdir(parents=True)
     (path / "config.json").write_text("{}")  # what an interrupted, stamp-less build could leave
     (tmp_path / "models" / ".tiny.tmp-killed").mkdir()  # a killed build's temporary folder
     assert models.ensure_model("tiny", cache_dir=tmp_path) == path
-    assert models.is_complete(path) and _digests(path) == _digests(tiny_dir)
+    reference = _digests(models.build_tiny(tmp_path / "ref", seed=0, warm_start_steps=QUICK))
+    assert models.is_complete(path) and _digests(path) == reference
     assert not (tmp_path / "models" / ".tiny.tmp-killed").exists()
+
+
+def test_ensure_model_rebuilds_an_older_recipe(tmp_path, quick):
+    """A cached build from an older recipe (version 1: no warm start) or other warm-start steps is redone."""
+    path = models.ensure_model("tiny", cache_dir=tmp_path)
+    stamp = json.loads((path / models.STAMP).read_text())
+    assert stamp["recipe_version"] == models.RECIPE_VERSION["tiny"] and stamp["warm_start_steps"] == QUICK
+    for old in ({"recipe_version": 1}, {"warm_start_steps": QUICK + 1}):
+        (path / models.STAMP).write_text(json.dumps({**stamp, **old}))
+        models.ensure_model("tiny", cache_dir=tmp_path)
+        assert (
+            json.loads((path / models.STAMP).read_text())["recipe_version"] == models.RECIPE_VERSION["tiny"]
+        )
+        assert models.is_complete(path, models._spec("tiny", 0))
 
 
 def test_failed_build_leaves_nothing(tmp_path, monkeypatch):
@@ -176,14 +283,16 @@ def test_failed_build_leaves_nothing(tmp_path, monkeypatch):
 
 
 def test_cli_prints_path_and_builds_same_files_in_a_fresh_process(cli_run, tiny_dir):
-    """A fresh interpreter (new hash seeds for the tokenizer trainer) writes byte-identical files.
-    Last in the module, so the other tests run while it works."""
+    """A fresh interpreter (new hash seeds for the tokenizer trainer; the full warm start) writes
+    byte-identical files. Last in the module, so the other tests run while it works."""
     proc, cache = cli_run
-    out, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     path = Path(out.strip())
     assert path == cache / "models" / "tiny"
-    assert models.is_complete(path, {"name": "tiny", "seed": 0})
+    assert models.is_complete(
+        path, {"name": "tiny", "seed": 0, "warm_start_steps": models.WARM_START["steps"]}
+    )
     assert _digests(path) == _digests(tiny_dir)
 
 
