@@ -5,27 +5,27 @@ is everything that gets its V1 PPO trainer (FSDP2 actor, agent loop, reward loop
 running on a CPU with a small model, without editing verl's files. `platform=cpu`
 (configs/platform/cpu.yaml) turns it on; the training entry point sets the environment below.
 
-What it patches, and why (numbers refer to the table in VERL_NOTES.md, "Running verl's real
-trainer on a CPU"):
+What it takes, and why (1-8 are the blockers in VERL_NOTES.md, "Running verl's real trainer on
+a CPU"; 9-12 were hit after them):
 
-| # | verl's assumption                          | what this module / platform=cpu does              |
-|---|--------------------------------------------|---------------------------------------------------|
-| 1 | ~10 one-CPU Ray actors for TransferQueue   | config: `ray_init.num_cpus=32`, one storage unit   |
-| 2 | the resource pool asks Ray for GPUs        | config: `ray_init.num_gpus=1`, a logical slot     |
-| 3 | no CPU platform, so NCCL                   | `PlatformCPU` in recipes/plugins.py ("cpu", gloo),|
-|   |                                            | chosen by `VERL_PLATFORM=cpu`                     |
-| 4 | training engines registered for cuda only  | `VERL_ENGINE_DEVICE=cuda VERL_ENGINE_VENDOR=nvidia`|
-|   |                                            | (the FSDP engine itself is device-agnostic)       |
-| 5 | FlashAttention2 by default                 | config: `attn_implementation=sdpa`                |
-| 6 | FSDP1 needs an accelerator                 | config: `strategy=fsdp2`, no torch.compile        |
-| 7 | rollouts only through vLLM/SGLang/TRT-LLM  | `HFRolloutServer`: transformers `generate` in a   |
-|   |                                            | Ray actor, registered as rollout `hf_cpu`         |
-| 8 | torch.cuda memory/FLOPs utilities          | `_CPUDeviceModule` (recipes/plugins.py): torch.cpu plus no-op memory   |
-|   |                                            | queries and a device name                         |
-| 9 | the forward-only reference model is        | `patch_offload_policy`: the same policy without   |
-|   | offloaded with pinned memory (needs a GPU) | pinned memory                                     |
-|10 | process group backend "cpu:gloo,<dev>:<b>" | `patch_process_group`: plain "cpu:gloo" when the  |
-|   | (torch rejects "cpu:gloo,cpu:gloo")        | device is the CPU                                 |
+ 1. TransferQueue wants ~10 one-CPU Ray actors: config `ray_init.num_cpus=32`, one storage unit.
+ 2. The resource pool asks Ray for GPUs: config `ray_init.num_gpus=1`, a logical slot.
+ 3. No CPU platform, so NCCL: `PlatformCPU` in recipes/plugins.py (device "cpu", gloo), chosen by
+    `VERL_PLATFORM=cpu`.
+ 4. Training engines are registered for cuda only: `VERL_ENGINE_DEVICE=cuda
+    VERL_ENGINE_VENDOR=nvidia` (verl's FSDP engine itself runs on any torch device).
+ 5. FlashAttention2 by default: config `attn_implementation=sdpa`.
+ 6. FSDP1 needs an accelerator: config `strategy=fsdp2`, no torch.compile.
+ 7. Rollouts only through vLLM/SGLang/TRT-LLM: `HFRolloutServer` below, transformers `generate`
+    in a Ray actor, registered as rollout `hf_cpu`.
+ 8. torch.cuda memory/FLOPs/RNG utilities: `_CPUDeviceModule` (recipes/plugins.py), torch.cpu
+    plus no-op memory queries, a device name, and the CPU generator's state for checkpoints.
+ 9. `current_device()` as an int means an accelerator index to torch: the platform returns
+    "cpu", as `torch.cpu.current_device()` does.
+10. The forward-only reference model is offloaded with pinned memory: `patch_offload_policy`.
+11. The process-group backend "cpu:gloo,<device>:<backend>" becomes "cpu:gloo,cpu:gloo", which
+    torch rejects: `patch_process_group`.
+12. Dataloader worker processes are killed noisily at exit: config `dataloader_num_workers=0`.
 
 All of this touches verl internals, which is why verl is pinned exactly;
 tests/test_cpu_platform.py fails loudly when an upgrade breaks any of it.
@@ -300,7 +300,7 @@ def __getattr__(name: str) -> Any:
 
 
 def patch_process_group() -> None:
-    """Blocker 10: verl builds the backend string "cpu:gloo,<device>:<backend>", which torch rejects
+    """(11) verl builds the backend string "cpu:gloo,<device>:<backend>", which torch rejects
     when the device is the CPU too. Wrap verl's initializer to pass "cpu:gloo" on this platform
     (the engine workers import it by name, so patch both places)."""
     import sys
@@ -324,7 +324,7 @@ def patch_process_group() -> None:
 
 
 def patch_offload_policy() -> None:
-    """Blocker 9: verl's FSDP engine offloads a forward-only model (the reference) with
+    """(10) verl's FSDP engine offloads a forward-only model (the reference) with
     `CPUOffloadPolicy(pin_memory=True)`; pinning needs an accelerator. Same policy, unpinned."""
     from torch.distributed.fsdp import CPUOffloadPolicy
     from verl.workers.engine.fsdp import transformer_impl
