@@ -54,7 +54,8 @@ def main(overrides: list[str]) -> None:
 
         prepare(compose(overrides))  # build the model and data first: they do not count as start-up
         started = time.time()
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        log_file = (Path(tmp) / "log.txt").open("w+")  # a file, not a pipe: nobody reads while it runs
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT, text=True)
         root = psutil.Process(proc.pid)
         peak, step1_end = 0, None
         while proc.poll() is None:
@@ -65,7 +66,8 @@ def main(overrides: list[str]) -> None:
                     step1_end = time.time()
             time.sleep(0.5)
         wall = time.time() - started
-        log = proc.stdout.read()
+        log_file.seek(0)
+        log = log_file.read()
         if proc.returncode != 0:
             sys.exit(f"demo failed ({proc.returncode}):\n{log[-3000:]}")
         records = [
