@@ -23,7 +23,14 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from rewards.grader import get_grader
 
-_KWARGS = ("mode", "timeout_s", "num_workers", "format_weight", "overlong_buffer_len", "overlong_penalty_factor")
+_KWARGS = (
+    "mode",
+    "timeout_s",
+    "num_workers",
+    "format_weight",
+    "overlong_buffer_len",
+    "overlong_penalty_factor",
+)
 
 
 def reward_kwargs_from_config(config) -> dict:
