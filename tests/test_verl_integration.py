@@ -39,9 +39,10 @@ def tokenizer():
     return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>")
 
 
-def _config(**reward_kwargs):
+def _config(response_length=64, **reward_kwargs):
     return OmegaConf.create(
         {
+            "actor_rollout_ref": {"rollout": {"response_length": response_length}},
             "reward": {
                 "reward_manager": {"source": "register", "name": "math_pool", "module": {"path": None}},
                 "custom_reward_function": {
@@ -50,7 +51,7 @@ def _config(**reward_kwargs):
                     "reward_kwargs": reward_kwargs,
                 },
                 "sandbox_fusion": None,
-            }
+            },
         }
     )
 
@@ -100,6 +101,37 @@ def test_load_reward_manager_and_grade(tokenizer):
     assert [i["status"] for i in infos] == ["ok", "no_answer", "timeout", "ok"]
     assert infos[0]["pred"] == "0.75"
     assert len({tuple(sorted(i)) for i in infos}) == 1  # same keys for every sample: verl stacks them
+
+
+def test_dapo_overlong_shaping_matches_the_papers_formula(tokenizer):
+    """DAPO eq. 13: R_length = 0 if |y| <= L_max - L_cache, (L_max - L_cache - |y|) / L_cache inside
+    the buffer (times the penalty factor), added to the correctness reward."""
+    from verl.trainer.ppo.reward import load_reward_manager
+
+    manager = load_reward_manager(
+        _config(overlong_buffer_len=16, overlong_penalty_factor=0.5, timeout_s=2.0, num_workers=2), tokenizer
+    )
+    responses = ["\\boxed{12}"] + ["x" * k + " \\boxed{12}" for k in (40, 50, 56)]
+    lengths = [len(tokenizer.encode(r)) for r in responses]
+    assert lengths[0] < 48 < max(lengths) <= 64, lengths  # both sides of the buffer's start
+    data = _dataproto(tokenizer, responses, ["12"] * 4, [{"index": i} for i in range(4)])
+
+    async def grade_all():
+        return await asyncio.gather(*(manager.run_single(data[i : i + 1]) for i in range(len(data))))
+
+    outputs = asyncio.run(grade_all())
+    for out, n in zip(outputs, lengths, strict=True):
+        penalty = min((64 - 16 - n) / 16 * 0.5, 0.0)
+        assert out["reward_extra_info"]["acc"] == 1.0
+        assert out["reward_score"] == pytest.approx(1.0 + penalty)
+        assert out["reward_extra_info"]["overlong_penalty"] == pytest.approx(penalty)
+
+
+def test_overlong_buffer_longer_than_the_response_fails_clearly(tokenizer):
+    from verl.trainer.ppo.reward import load_reward_manager
+
+    with pytest.raises(ValueError, match="overlong_buffer_len=64 must be in"):
+        load_reward_manager(_config(overlong_buffer_len=64), tokenizer)
 
 
 def test_unknown_reward_kwarg_fails_clearly(tokenizer):
