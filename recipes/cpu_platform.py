@@ -135,7 +135,8 @@ class HFRolloutServer:
         while self._pending:
             key = self._pending[0][0]
             batch = [r for r in self._pending if r[0] == key][: self.max_batch]
-            self._pending = [r for r in self._pending if not any(r is b for b in batch)]
+            taken = {id(r) for r in batch}
+            self._pending = [r for r in self._pending if id(r) not in taken]
             try:
                 outs = await asyncio.to_thread(self._generate_batch, key, [(p, m) for _, p, m, _ in batch])
             except Exception as exc:  # report to every waiting request, keep serving

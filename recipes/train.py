@@ -169,7 +169,8 @@ def prepare(cfg: DictConfig) -> None:
     if data == "toy_arithmetic":
         from recipes.data import ensure_data
 
-        ensure_data(data, out_dir=Path(_get(cfg, "data.train_files")).parent)
+        # check_data validates every data file next, so do not validate here as well
+        ensure_data(data, out_dir=Path(_get(cfg, "data.train_files")).parent, validate=False)
 
 
 def check_data(cfg: DictConfig) -> None:

@@ -1,6 +1,7 @@
 """recipes.train's configs: every preset composes into a config verl accepts, and each kind of bad
 config fails before Ray starts with one sentence that names the key."""
 
+import os
 import subprocess
 import sys
 import time
@@ -129,6 +130,7 @@ def test_missing_data_file_names_the_key_and_the_prepare_command(tmp_path, monke
 
 
 def test_bad_row_in_data_file_names_file_row_and_column(tmp_path, monkeypatch):
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from recipes.data import write_toy_arithmetic
@@ -138,8 +140,6 @@ def test_bad_row_in_data_file_names_file_row_and_column(tmp_path, monkeypatch):
     train, test = write_toy_arithmetic(Path(cfg.data.train_files).parent, n_train=20, n_test=5)
     table = pq.read_table(train).to_pylist()
     table[3]["reward_model"] = {"style": "rule", "ground_truth": ""}
-    import pyarrow as pa
-
     pq.write_table(pa.Table.from_pylist(table), train)
     with pytest.raises(ConfigError) as err:
         check_data(cfg)
@@ -147,16 +147,20 @@ def test_bad_row_in_data_file_names_file_row_and_column(tmp_path, monkeypatch):
     assert "ground_truth" in str(err.value)
 
 
-def test_cli_rejects_a_bad_config_before_ray_starts(tmp_path):
-    t0 = time.monotonic()
-    out = subprocess.run(
-        [sys.executable, "-m", "recipes.train", "experiment=demo_cpu", "data.train_batch_size=6"],
+def _run_cli(cache: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "recipes.train", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
-        env={**__import__("os").environ, "RECIPES_CACHE": str(tmp_path)},
+        env={**os.environ, "RECIPES_CACHE": str(cache)},
     )
+
+
+def test_cli_rejects_a_bad_config_before_ray_starts(tmp_path):
+    t0 = time.monotonic()
+    out = _run_cli(tmp_path, "experiment=demo_cpu", "data.train_batch_size=6")
     assert out.returncode == 2, out.stderr[-2000:]
     assert "config error: data.train_batch_size=6 must be a multiple" in out.stderr
     assert "Traceback" not in out.stderr and "ray" not in out.stdout.lower()
@@ -164,14 +168,7 @@ def test_cli_rejects_a_bad_config_before_ray_starts(tmp_path):
 
 
 def test_cfg_job_prints_the_resolved_config_without_running(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-m", "recipes.train", "experiment=demo_cpu", "model=smollm2_135m", "--cfg", "job"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**__import__("os").environ, "RECIPES_CACHE": str(tmp_path)},
-    )
+    out = _run_cli(tmp_path, "experiment=demo_cpu", "model=smollm2_135m", "--cfg", "job")
     assert out.returncode == 0, out.stderr[-2000:]
     assert "name: hf_cpu" in out.stdout and "smollm2_135m" in out.stdout
     assert not (tmp_path / "models").exists()  # printing builds nothing
