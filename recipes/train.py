@@ -35,7 +35,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 BASELINES = ("grpo", "dapo", "dr_grpo")
-KNOWN_METHODS = {name: "baseline" for name in BASELINES}
+KNOWN_METHODS = {**{name: "baseline" for name in BASELINES}, "prompt_aug": "method"}
 LOCAL_MODELS = ("tiny", "smollm2_135m")  # built by recipes.models, no hub access
 
 
@@ -66,8 +66,11 @@ def validate(cfg: DictConfig) -> None:
     if len(baselines) != 1:
         raise ConfigError(
             f"method: choose exactly one baseline of {list(BASELINES)} (got {baselines or 'none'}); "
-            "they set the same advantage and loss keys differently."
+            "they set the same advantage and loss keys differently. Methods add to one, e.g. "
+            "method=[dapo,prompt_aug]."
         )
+    if "prompt_aug" in methods:
+        _check_prompt_aug(cfg)
 
     n = int(_get(cfg, "actor_rollout_ref.rollout.n"))
     if n < 2:
@@ -104,6 +107,28 @@ def validate(cfg: DictConfig) -> None:
     if platform == "gpu" and rollout == "hf_cpu":
         raise ConfigError(
             "actor_rollout_ref.rollout.name=hf_cpu is the CPU rollout; use vllm with platform=gpu."
+        )
+
+
+def _check_prompt_aug(cfg: DictConfig) -> None:
+    from prompt_aug.templates import TemplateError
+    from recipes.agent_loop import AGENT_NAME, sampler_from_config
+
+    try:
+        sampler_from_config(cfg)
+    except TemplateError as e:
+        raise ConfigError(str(e)) from None
+    loop = _get(cfg, "actor_rollout_ref.rollout.agent.default_agent_loop")
+    if loop != AGENT_NAME:
+        raise ConfigError(
+            f"actor_rollout_ref.rollout.agent.default_agent_loop={loop}: prompt augmentation applies its "
+            f"templates in the agent loop {AGENT_NAME!r}."
+        )
+    mode = _get(cfg, "trainer.v1.trainer_mode")
+    if mode != "recipes_sync":
+        raise ConfigError(
+            f"trainer.v1.trainer_mode={mode}: prompt augmentation needs recipes_sync, which tells the agent "
+            "loop each row's epoch (recipes/trainer.py)."
         )
 
 

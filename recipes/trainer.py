@@ -1,25 +1,43 @@
-"""verl's sync V1 trainer plus per-step grader metrics (`trainer.v1.trainer_mode=recipes_sync`).
+"""verl's sync V1 trainer plus what our methods need (`trainer.v1.trainer_mode=recipes_sync`).
 
-verl passes our grader's per-sample results (`acc`, `status`, `format_score`, ...) to validation
-metrics and rollout dumps only. This subclass adds them to every training step's metrics, so the
-step table and metrics JSONL show accuracy separately from the shaped reward, and how many
-samples the grader timed out on:
-
-  grader/acc            mean 0/1 correctness of the step's responses
-  grader/format_score   mean format score (prompt-augmentation templates; 0 without one)
-  grader/status/<s>     fraction of responses with status s (ok, no_answer, timeout, error,
-                        bad_ground_truth)
+1. Grader metrics. verl passes our grader's per-sample results (`acc`, `status`, `format_score`,
+   ...) to validation metrics only. Every training step here also logs:
+     grader/acc            mean 0/1 correctness of the step's responses
+     grader/format_score   mean format score (prompt-augmentation templates; 0 without one)
+     grader/status/<s>     fraction of responses with status s (ok, no_answer, timeout, error,
+                           bad_ground_truth)
+2. Per-template metrics (prompt augmentation), for each template used in the step:
+     template/<name>/samples          number of responses shown that template
+     template/<name>/acc              their mean accuracy
+     template/<name>/format_score     their mean format score (how well the format is followed)
+     template/<name>/response_length  their mean response length in tokens
+3. The dataloader pass of every fetched row (`recipes_epoch`), which the prompt-augmentation
+   agent loop needs to draw templates as a pure function of (seed, epoch, row, rollout). The
+   number of fetches so far is saved with each checkpoint (`recipes_state.json`), so a resumed
+   run knows the epoch even when DAPO's refills fetched a varying number of batches per step.
+4. The rollout dump (`trainer.rollout_data_dir`) also records, per sample, its TransferQueue key,
+   dataset row, epoch, session, template and grader result.
+Padding samples (verl duplicates samples to fill data-parallel ranks) are left out of 1, 2 and 4.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import json
+import os
+from collections import Counter, defaultdict
 
+import numpy as np
 import transfer_queue as tq
+from omegaconf import open_dict
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+from verl.utils import tensordict_utils as tu
+from verl.utils.debug import marked_timer
 
+from recipes.agent_loop import EPOCH_KEY
 from rewards.grader import STATUSES
+
+STATE_FILE = "recipes_state.json"
 
 
 def grader_metrics(infos: list[dict]) -> dict[str, float]:
@@ -37,15 +55,126 @@ def grader_metrics(infos: list[dict]) -> dict[str, float]:
     return out
 
 
+def template_metrics(templates: list[str | None], infos: list[dict], lengths: list[int]) -> dict[str, float]:
+    """Per-template step metrics (module doc, 2.); responses without a template are skipped."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, name in enumerate(templates):
+        if name:
+            groups[name].append(i)
+    out: dict[str, float] = {}
+    for name, idx in sorted(groups.items()):
+        graded = [infos[i] for i in idx if "acc" in infos[i]]
+        out[f"template/{name}/samples"] = float(len(idx))
+        if graded:
+            out[f"template/{name}/acc"] = float(np.mean([g["acc"] for g in graded]))
+            out[f"template/{name}/format_score"] = float(np.mean([g.get("format_score", 0.0) for g in graded]))
+        out[f"template/{name}/response_length"] = float(np.mean([lengths[i] for i in idx]))
+    return out
+
+
+def _unwrap(value):
+    return getattr(value, "data", value)
+
+
 @register_trainer("recipes_sync")
 class RecipesTrainerSync(PPOTrainerSync):
+    _fetches = 0  # dataloader batches fetched so far in this run, restored on resume
+
+    def __init__(self, config):
+        # verl picks its sync replay buffer, fetch size and checkpoint contents by comparing the
+        # mode's NAME with "sync"; under "recipes_sync" it would treat this trainer as async.
+        with open_dict(config):
+            config.trainer.v1.trainer_mode = "sync"
+        super().__init__(config)
+
+    # ----------------------------------------------------------------- epochs of fetched rows
+    def _fetch_one_gen_batch(self):
+        epoch = self._fetches // len(self.train_dataloader)
+        batch = super()._fetch_one_gen_batch()
+        self._fetches += 1
+        tu.assign_non_tensor_stack(batch, EPOCH_KEY, [epoch] * len(batch))
+        return batch
+
+    def _step_folder(self) -> str:
+        if self.config.trainer.resume_mode == "resume_path" and self.config.trainer.resume_from_path:
+            return os.path.abspath(self.config.trainer.resume_from_path)
+        root = os.path.abspath(self.config.trainer.default_local_dir)
+        return os.path.join(root, f"global_step_{self.global_steps}")
+
+    def _save_checkpoint(self):
+        super()._save_checkpoint()
+        path = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}", STATE_FILE)
+        with open(path + ".tmp", "w") as f:
+            json.dump({"global_steps": self.global_steps, "dataloader_fetches": self._fetches}, f)
+        os.replace(path + ".tmp", path)
+
+    def _load_checkpoint(self):
+        super()._load_checkpoint()
+        if self.global_steps <= 0:
+            return
+        path = os.path.join(self._step_folder(), STATE_FILE)
+        if os.path.exists(path):
+            with open(path) as f:
+                self._fetches = int(json.load(f)["dataloader_fetches"])
+        else:  # a checkpoint written by plain verl: exact unless DAPO refilled
+            gen = self.config.data.get("gen_batch_size") or self.config.data.train_batch_size
+            self._fetches = self.global_steps * (self.config.data.train_batch_size // gen)
+            print(f"[recipes] {path} missing: assuming {self._fetches} dataloader fetches before step "
+                  f"{self.global_steps + 1}")
+
+    # ---------------------------------------------------------------------------- metrics
+    def _sample_fields(self, batch, fields: list[str]):
+        """TransferQueue fields of the batch's non-padding samples (keys in batch order)."""
+        keep = [i for i, tag in enumerate(batch.tags) if not tag.get("is_padding", False)]
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+        return keep, data
+
     def _compute_advantage(self, batch, metrics: dict):
-        data = tq.kv_batch_get(
-            keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"]
-        )
-        infos = []
-        for value in data["extra_fields"]:
-            fields = getattr(value, "data", value)
-            infos.append(fields.get("reward_extra_info", {}) if isinstance(fields, dict) else {})
+        keep, data = self._sample_fields(batch, ["extra_fields", "responses"])
+        extra = [_unwrap(v) for v in data["extra_fields"]]
+        extra = [extra[i] if isinstance(extra[i], dict) else {} for i in keep]
+        lengths = data["responses"].offsets().diff().tolist()
+        infos = [e.get("reward_extra_info", {}) for e in extra]
         metrics.update(grader_metrics(infos))
+        metrics.update(template_metrics([e.get("template") for e in extra], infos, [lengths[i] for i in keep]))
         return super()._compute_advantage(batch, metrics)
+
+    # ------------------------------------------------------------------------ rollout dump
+    def _log_rollout_data(self, batch, timing_raw: dict, rollout_data_dir: str):
+        """verl's dump (input, output, gts, score, step) plus, per sample: key, row, epoch,
+        session, template and the grader's acc / format_score / status / pred."""
+        with marked_timer("dump_rollout_generations", timing_raw, color="green"):
+            fields = ["prompts", "responses", "rm_scores", "reward_model", "extra_fields", "index", "session_id"]
+            fields.append(EPOCH_KEY)  # every training batch has it (_fetch_one_gen_batch)
+            keep, data = self._sample_fields(batch, fields)
+            pad = self.tokenizer.pad_token_id
+            prompts = data["prompts"].to_padded_tensor(padding=pad)
+            responses = data["responses"].to_padded_tensor(padding=pad)
+            scores = data["rm_scores"].to_padded_tensor(padding=0.0).sum(dim=1).tolist()
+            rm = [_unwrap(v) for v in data["reward_model"]]
+            extra = [_unwrap(v) for v in data["extra_fields"]]
+            column = {k: [_unwrap(v) for v in data[k]] for k in ("index", "session_id", EPOCH_KEY)}
+
+            def sort_key(i: int):
+                uid, session, idx = batch.keys[i].rsplit("_", 2)
+                return uid, int(session), int(idx)
+
+            order = sorted(keep, key=sort_key)
+            infos = [(extra[i] or {}).get("reward_extra_info", {}) for i in order]
+            columns = {
+                "key": [batch.keys[i] for i in order],
+                "row": [int(column["index"][i]) for i in order],
+                "session": [int(column["session_id"][i]) for i in order],
+                "epoch": [int(column[EPOCH_KEY][i]) for i in order],
+                "template": [(extra[i] or {}).get("template") for i in order],
+            }
+            for k in ("acc", "format_score", "status", "pred"):
+                columns[k] = [info.get(k) for info in infos]
+            self._dump_generations(
+                inputs=[self.tokenizer.decode(prompts[i], skip_special_tokens=True) for i in order],
+                outputs=[self.tokenizer.decode(responses[i], skip_special_tokens=True) for i in order],
+                gts=[(rm[i] or {}).get("ground_truth") for i in order],
+                scores=[scores[i] for i in order],
+                reward_extra_infos_dict=columns,
+                dump_path=rollout_data_dir,
+            )

@@ -2,8 +2,9 @@
 
 A template's format rule is a list of (substring, weight): the response earns `weight` for each
 substring that occurs in it EXACTLY once (the authors' rule). A template registered with no
-checks always earns 1.0. The templates themselves (and `register_format_rule` calls for all 13)
-come with the prompt-augmentation package; the grader only looks rules up by name.
+checks always earns 1.0. The templates themselves come with prompt_aug/templates.py, which
+registers all 13 rules on import (done here on the first unknown name); the grader only looks
+rules up by name.
 
 `compute_score` adds `format_weight * format_score` to accuracy when `extra_info["template"]`
 names a template; a name that was never registered is a configuration error and raises.
@@ -55,6 +56,10 @@ def format_score_for(extra_info: Mapping | None, response: str) -> float | None:
     if name is None or name == "":
         return None
     rule = FORMAT_RULES.get(name)
+    if rule is None:
+        import prompt_aug.templates  # noqa: F401  (registers the 13 templates' rules)
+
+        rule = FORMAT_RULES.get(name)
     if rule is None:
         known = ", ".join(sorted(FORMAT_RULES)) or "none"
         raise KeyError(

@@ -74,6 +74,10 @@ class PooledMathRewardManager(RewardManagerBase):
         text = self.tokenizer.decode(response_ids[:valid_len], skip_special_tokens=True)
         ground_truth = item.non_tensor_batch["reward_model"]["ground_truth"]
         extra_info = item.non_tensor_batch.get("extra_info", None)
+        # prompt augmentation: the agent loop (recipes/agent_loop.py) names the session's template
+        template = (item.non_tensor_batch.get("tool_extra_fields") or {}).get("template")
+        if template:
+            extra_info = {**(extra_info or {}), "template": template}
         future = self.grader.submit(
             text, ground_truth, extra_info=extra_info, mode=self.mode, format_weight=self.format_weight
         )

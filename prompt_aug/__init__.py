@@ -1,0 +1,8 @@
+"""Prompt augmentation (Lu, Huang, Balestriero 2026, arXiv 2602.03190; METHODS.md section 1).
+
+  templates.py   the 13 templates and format rules (data in templates.json), rendering, CLI
+  sampling.py    which template each rollout gets: a pure function of (seed, epoch, row, rollout)
+
+The agent loop that applies them in training is recipes/agent_loop.py; the format score is added
+to accuracy by the grader (rewards/format.py).
+"""
