@@ -93,6 +93,15 @@ BAD = [
         "algorithm.adv_estimator=no_such_estimator is not registered",
     ),
     (["actor_rollout_ref.actor.policy_loss.loss_mode=nope"], "policy_loss.loss_mode=nope is not registered"),
+    (["method=[prompt_aug]"], "method=[dapo,prompt_aug]"),
+    (["method=[grpo,prompt_aug]", "recipes.prompt_aug.templates=[abel,qwen_math]"], "'qwen_math' is neither"),
+    (["method=[grpo,prompt_aug]", "recipes.prompt_aug.sampling=per_group"], "recipes.prompt_aug.sampling="),
+    (["method=[grpo,prompt_aug]", "recipes.prompt_aug.weights={formal:-1}"], "recipes.prompt_aug.weights.formal=-1"),
+    (
+        ["method=[grpo,prompt_aug]", "actor_rollout_ref.rollout.agent.default_agent_loop=single_turn_agent"],
+        "default_agent_loop=single_turn_agent",
+    ),
+    (["method=[grpo,prompt_aug]", "trainer.v1.trainer_mode=sync"], "trainer.v1.trainer_mode=sync"),
 ]
 
 
@@ -102,6 +111,40 @@ def test_bad_config_fails_with_a_sentence_naming_the_key(overrides, message):
         check_config(compose(["experiment=demo_cpu", *overrides]))
     assert message in str(err.value)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("baseline", ["grpo", "dapo", "dr_grpo"])
+def test_prompt_aug_composes_with_every_baseline(baseline):
+    alone = compose(["experiment=demo_cpu", f"method=[{baseline}]"])
+    both = compose(["experiment=demo_cpu", f"method=[{baseline},prompt_aug]", "data.max_prompt_length=320"])
+    check_config(both)
+    assert dict(both.recipes.methods) == {baseline: "baseline", "prompt_aug": "method"}
+    assert both.actor_rollout_ref.rollout.agent.default_agent_loop == "recipes_prompt_variants"
+    assert both.recipes.prompt_aug.seed == both.data.seed
+    assert both.actor_rollout_ref.actor == alone.actor_rollout_ref.actor  # the baseline's loss is untouched
+    assert both.algorithm == alone.algorithm
+
+
+def test_prompt_aug_paper_presets():
+    main = compose(["experiment=prompt_aug_qwen2_5_math_1_5b"])
+    actor = main.actor_rollout_ref.actor
+    assert (main.data.train_batch_size, main.actor_rollout_ref.rollout.n, actor.ppo_mini_batch_size) == (128, 8, 32)
+    assert (actor.optim.lr, actor.clip_ratio_low, actor.clip_ratio_high, actor.clip_ratio_c) == (1e-6, 0.2, 0.28, 3.0)
+    assert actor.loss_agg_mode == "token-mean" and not actor.use_kl_loss and not main.algorithm.use_kl_in_reward
+    assert not main.algorithm.filter_groups.enable
+    assert (main.data.max_prompt_length, main.data.max_response_length) == (1024, 3072)
+    assert (main.trainer.total_epochs, main.trainer.save_freq, main.trainer.test_freq) == (60, 20, 20)
+    assert main.recipes.prompt_aug.templates == "all" and main.recipes.prompt_aug.val_template == "qwen-math"
+    dapo = compose(["experiment=prompt_aug_baseline_dapo_qwen2_5_math_1_5b"])
+    grpo = compose(["experiment=prompt_aug_baseline_grpo_qwen2_5_math_1_5b"])
+    for base in (dapo, grpo):
+        assert list(base.recipes.prompt_aug.templates) == ["qwen-math"]
+        assert base.reward.custom_reward_function.reward_kwargs.format_weight == 0.0
+        assert base.data == main.data
+    assert dapo.actor_rollout_ref.actor == actor
+    assert grpo.actor_rollout_ref.actor.clip_ratio_high == 0.2
+    assert grpo.actor_rollout_ref.actor.loss_agg_mode == "seq-mean-token-mean"
+    assert not grpo.actor_rollout_ref.actor.use_kl_loss
 
 
 def test_unknown_key_fails_at_composition():

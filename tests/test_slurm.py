@@ -62,9 +62,9 @@ def _base_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _dry_run(args, **env):
+def _dry_run(args, script=SBATCH, **env):
     proc = subprocess.run(
-        ["bash", str(SBATCH), *args],
+        ["bash", str(script), *args],
         env=_base_env(**{"DRY_RUN": "1", **env}),
         capture_output=True,
         text=True,
@@ -140,6 +140,25 @@ def test_dry_run_single_node_outside_slurm():
     # Teardown comes after training and stops Ray.
     stops = [i for i, c in enumerate(cmds) if c[-2:] == ["ray", "stop"]]
     assert stops and stops[0] > cmds.index(train)
+
+
+WRAPPERS = sorted(p for p in (SCRIPTS / "slurm").glob("*.sbatch") if p != SBATCH)
+
+
+@pytest.mark.parametrize("wrapper", WRAPPERS, ids=lambda p: p.stem)
+def test_experiment_wrappers_run_train_sbatch_with_their_preset(wrapper, tmp_path):
+    """Each preset's wrapper names an existing experiment and passes the user's overrides after it,
+    also when sbatch runs it from a copy outside the repository (REPO_DIR from the submit dir)."""
+    assert (REPO / "configs" / "experiment" / f"{wrapper.stem}.yaml").is_file()
+    text = wrapper.read_text()
+    assert f"#SBATCH --gpus-per-node=8" in text and "Hardware:" in text and "Writes:" in text
+    spool = tmp_path / "spool.sbatch"
+    shutil.copy(wrapper, spool)
+    for script, env in ((wrapper, {}), (spool, {"SLURM_SUBMIT_DIR": str(REPO)})):
+        proc = _dry_run(["trainer.total_training_steps=7"], script=script, **env)
+        assert proc.returncode == 0, proc.stderr
+        train = _train(_commands(proc.stdout))
+        assert _train_args(train)[:2] == [f"experiment={wrapper.stem}", "trainer.total_training_steps=7"]
 
 
 def test_dry_run_two_nodes():

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -133,3 +134,68 @@ def test_baseline_trains_checkpoints_and_resumes(method, cache, tmp_path, grpo_u
     if method != "dapo":  # dynamic sampling consumes a random number of batches per step
         for step in (1, 2, 3):
             assert prompts_at(out, step) == prompts_at(grpo_uninterrupted, step), step
+
+
+# ------------------------------------------------------------------------ prompt augmentation
+def dump_at(out: Path, step: int) -> list[dict]:
+    return [json.loads(line) for line in (out / "rollouts" / f"{step}.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("sampling", ["per_prompt", "per_rollout"])
+def test_prompt_aug_templates_reach_generation_reward_and_metrics(sampling, cache, tmp_path):
+    """method=[grpo,prompt_aug] through verl's trainer. From the rollout dump (the prompt ids the
+    trainer actually used, decoded): every prompt is its row's question under the template the
+    seeded draw gives for (epoch, row, session); groups are single-template in per_prompt mode and
+    mixed in per_rollout mode; every score is accuracy + that template's format score of the
+    response; the per-template metrics count exactly the dumped samples. 8 rows, 4 per step: step 3
+    is in epoch 1, and in per_prompt mode it runs in a resumed launch, which must know the epoch."""
+    from transformers import AutoTokenizer
+
+    from prompt_aug.sampling import make_sampler
+    from prompt_aug.templates import prompt_ids
+    from rewards.format import FORMAT_RULES
+
+    out = tmp_path / sampling
+    extra = (
+        f"recipes.prompt_aug.sampling={sampling}",
+        "data.max_prompt_length=320",  # the longest template is 276 tiny-tokenizer tokens
+        "data.train_max_samples=8",
+        "trainer.total_epochs=2",
+    )
+    if sampling == "per_prompt":
+        check_run(cache, out, train(cache, out, "grpo,prompt_aug", 2, *extra), [1, 2])
+    records = check_run(cache, out, train(cache, out, "grpo,prompt_aug", 3, *extra), [1, 2, 3])
+
+    tok = AutoTokenizer.from_pretrained(cache / "models" / "tiny")
+    rows = pq.read_table(cache / "data" / "toy_arithmetic" / "train.parquet").to_pylist()
+    question = {r["extra_info"]["index"]: r["extra_info"]["question"] for r in rows}
+    sampler = make_sampler({"sampling": sampling, "seed": 42})  # data.seed of train.yaml
+    mixed_groups = 0
+    for step, record in zip((1, 2, 3), records, strict=True):
+        dump = dump_at(out, step)
+        assert len(dump) == 4 * 8
+        for r in dump:
+            assert r["epoch"] == (step - 1) // 2
+            assert r["template"] == sampler.choose(r["epoch"], r["row"], r["session"]), r
+            rendered = tok.decode(prompt_ids(r["template"], question[r["row"]], tok), skip_special_tokens=True)
+            assert r["input"] == rendered
+            fmt = FORMAT_RULES[r["template"]].score(r["output"])
+            assert r["format_score"] == fmt
+            assert r["score"] == pytest.approx(r["acc"] + fmt)
+        groups: dict[str, set] = {}
+        for r in dump:
+            groups.setdefault(r["key"].rsplit("_", 2)[0], set()).add(r["template"])
+        assert len(groups) == 4
+        if sampling == "per_prompt":
+            assert all(len(g) == 1 for g in groups.values()), groups
+        mixed_groups += sum(len(g) > 1 for g in groups.values())
+        counts = {k.split("/")[1]: v for k, v in record["data"].items() if k.startswith("template/") and k.endswith("/samples")}
+        dumped = {}
+        for r in dump:
+            dumped[r["template"]] = dumped.get(r["template"], 0) + 1
+        assert counts == dumped
+        for name in dumped:
+            acc = [r["acc"] for r in dump if r["template"] == name]
+            assert record["data"][f"template/{name}/acc"] == pytest.approx(sum(acc) / len(acc))
+    if sampling == "per_rollout":
+        assert mixed_groups == 12  # 8 sessions over 13 templates: every group mixes

@@ -134,6 +134,26 @@ def test_overlong_buffer_longer_than_the_response_fails_clearly(tokenizer):
         load_reward_manager(_config(overlong_buffer_len=64), tokenizer)
 
 
+def test_template_from_the_agent_loop_adds_its_format_score(tokenizer):
+    """The prompt-augmentation agent loop names each session's template in its extra fields,
+    which verl hands the reward manager as `tool_extra_fields`; validation sessions name none."""
+    from verl.trainer.ppo.reward import load_reward_manager
+
+    manager = load_reward_manager(_config(format_weight=0.5, timeout_s=2.0, num_workers=2), tokenizer)
+    responses = ["<think> 3 </think> <answer> \\boxed{12} </answer>"] * 3 + ["<think> \\boxed{12}"]
+    data = _dataproto(tokenizer, responses, ["12"] * 4, [{"index": i} for i in range(4)])
+    data.non_tensor_batch["tool_extra_fields"] = np.array(
+        [{"template": "deepseek-r1"}, {"template": "qwen-math"}, {}, {"template": "deepseek-r1"}], dtype=object
+    )
+
+    async def grade_all():
+        return await asyncio.gather(*(manager.run_single(data[i : i + 1]) for i in range(len(data))))
+
+    outputs = asyncio.run(grade_all())
+    assert [o["reward_extra_info"]["format_score"] for o in outputs] == [1.0, 1.0, 0.0, 0.25]
+    assert [o["reward_score"] for o in outputs] == [1.5, 1.5, 1.0, 1.125]
+
+
 def test_unknown_reward_kwarg_fails_clearly(tokenizer):
     from verl.trainer.ppo.reward import load_reward_manager
 
