@@ -63,7 +63,9 @@ def make_sampler(settings: Mapping) -> TemplateSampler:
     weights = dict(settings.get("weights") or {})
     stray = sorted(set(weights) - set(names))
     if stray:
-        raise TemplateError(f"recipes.prompt_aug.weights names {stray}, which are not among the selected {names}")
+        raise TemplateError(
+            f"recipes.prompt_aug.weights names {stray}, which are not among the selected {names}"
+        )
     w = []
     for n in names:
         value = weights.get(n, 1.0)

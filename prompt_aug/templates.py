@@ -152,7 +152,9 @@ def prompt_ids(
 ) -> list[int]:
     """Token ids of `render(...)`: the text is tokenized whole, with no extra special tokens (the
     chat template already wrote any BOS), as the authors tokenized their prompt strings."""
-    return tokenizer.encode(render(template, question, tokenizer, chat_template_kwargs), add_special_tokens=False)
+    return tokenizer.encode(
+        render(template, question, tokenizer, chat_template_kwargs), add_special_tokens=False
+    )
 
 
 def _checks_text(rule: FormatRule) -> str:
@@ -162,7 +164,9 @@ def _checks_text(rule: FormatRule) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m prompt_aug.templates", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m prompt_aug.templates", description=__doc__.split("\n\n")[0]
+    )
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="the templates, their families and format rules")
     show = sub.add_parser("show", help="print one template's prompt as the model sees it")

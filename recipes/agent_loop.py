@@ -48,7 +48,9 @@ def choose_template(sampler: TemplateSampler, row: dict[str, Any]) -> tuple[str,
         return sampler.val_template, False
     for key in ("index", "session_id"):
         if key not in row:
-            raise KeyError(f"prompt augmentation needs `{key}` in each rollout's fields (verl's V1 trainer sets it)")
+            raise KeyError(
+                f"prompt augmentation needs `{key}` in each rollout's fields (verl's V1 trainer sets it)"
+            )
     return sampler.choose(int(row[EPOCH_KEY]), int(row["index"]), int(row["session_id"])), True
 
 

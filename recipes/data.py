@@ -36,8 +36,8 @@ verl's RLHFDataset reads `prompt` (chat template applied by the rollout), `data_
 batch. Its reward functions get only `(data_source, solution_str, ground_truth, extra_info)`, so the
 question and answer are also in `extra_info`: a reward or a method that needs the question (format
 rewards, TA-GRPO) finds it there. `validate_parquet` checks the copies agree. Other modules may add
-keys to `extra_info` (prompt augmentation adds `template`); the validator allows extra keys and
-columns.
+keys to `extra_info` (the reward manager adds each rollout's prompt-augmentation `template`); the
+validator allows extra keys and columns.
 
 Datasets (`DATASETS`; ids from the dataset cards, see docs/data.md)
 -------------------------------------------------------------------

@@ -67,7 +67,9 @@ def template_metrics(templates: list[str | None], infos: list[dict], lengths: li
         out[f"template/{name}/samples"] = float(len(idx))
         if graded:
             out[f"template/{name}/acc"] = float(np.mean([g["acc"] for g in graded]))
-            out[f"template/{name}/format_score"] = float(np.mean([g.get("format_score", 0.0) for g in graded]))
+            out[f"template/{name}/format_score"] = float(
+                np.mean([g.get("format_score", 0.0) for g in graded])
+            )
         out[f"template/{name}/response_length"] = float(np.mean([lengths[i] for i in idx]))
     return out
 
@@ -103,7 +105,9 @@ class RecipesTrainerSync(PPOTrainerSync):
 
     def _save_checkpoint(self):
         super()._save_checkpoint()
-        path = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}", STATE_FILE)
+        path = os.path.join(
+            self.config.trainer.default_local_dir, f"global_step_{self.global_steps}", STATE_FILE
+        )
         with open(path + ".tmp", "w") as f:
             json.dump({"global_steps": self.global_steps, "dataloader_fetches": self._fetches}, f)
         os.replace(path + ".tmp", path)
@@ -119,8 +123,10 @@ class RecipesTrainerSync(PPOTrainerSync):
         else:  # a checkpoint written by plain verl: exact unless DAPO refilled
             gen = self.config.data.get("gen_batch_size") or self.config.data.train_batch_size
             self._fetches = self.global_steps * (self.config.data.train_batch_size // gen)
-            print(f"[recipes] {path} missing: assuming {self._fetches} dataloader fetches before step "
-                  f"{self.global_steps + 1}")
+            print(
+                f"[recipes] {path} missing: assuming {self._fetches} dataloader fetches before step "
+                f"{self.global_steps + 1}"
+            )
 
     # ---------------------------------------------------------------------------- metrics
     def _sample_fields(self, batch, fields: list[str]):
@@ -136,7 +142,9 @@ class RecipesTrainerSync(PPOTrainerSync):
         lengths = data["responses"].offsets().diff().tolist()
         infos = [e.get("reward_extra_info", {}) for e in extra]
         metrics.update(grader_metrics(infos))
-        metrics.update(template_metrics([e.get("template") for e in extra], infos, [lengths[i] for i in keep]))
+        metrics.update(
+            template_metrics([e.get("template") for e in extra], infos, [lengths[i] for i in keep])
+        )
         return super()._compute_advantage(batch, metrics)
 
     # ------------------------------------------------------------------------ rollout dump
@@ -144,7 +152,15 @@ class RecipesTrainerSync(PPOTrainerSync):
         """verl's dump (input, output, gts, score, step) plus, per sample: key, row, epoch,
         session, template and the grader's acc / format_score / status / pred."""
         with marked_timer("dump_rollout_generations", timing_raw, color="green"):
-            fields = ["prompts", "responses", "rm_scores", "reward_model", "extra_fields", "index", "session_id"]
+            fields = [
+                "prompts",
+                "responses",
+                "rm_scores",
+                "reward_model",
+                "extra_fields",
+                "index",
+                "session_id",
+            ]
             fields.append(EPOCH_KEY)  # every training batch has it (_fetch_one_gen_batch)
             keep, data = self._sample_fields(batch, fields)
             pad = self.tokenizer.pad_token_id

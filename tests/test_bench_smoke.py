@@ -25,3 +25,20 @@ def test_grader_bench_prints_both_tables():
     assert len(rows) == 6, text
     assert all("16/16" in r or "24/24" in r for r in rows), text  # every contender finished
     assert "Throughput, ours (same calling convention) / verl built-in" in text
+
+
+PA_BENCH = BENCH.parent / "prompt_aug_bench.py"
+
+
+def test_prompt_aug_bench_prints_its_table():
+    out = subprocess.run(
+        [sys.executable, str(PA_BENCH), "--prompts", "50"], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [
+        line
+        for line in out.stdout.splitlines()
+        if line.startswith("| verl default") or line.startswith("| ours")
+    ]
+    assert len(rows) == 2, out.stdout
+    assert float(rows[0].split("|")[3]) == 1.0 and float(rows[1].split("|")[3]) > 0, out.stdout

@@ -96,7 +96,10 @@ BAD = [
     (["method=[prompt_aug]"], "method=[dapo,prompt_aug]"),
     (["method=[grpo,prompt_aug]", "recipes.prompt_aug.templates=[abel,qwen_math]"], "'qwen_math' is neither"),
     (["method=[grpo,prompt_aug]", "recipes.prompt_aug.sampling=per_group"], "recipes.prompt_aug.sampling="),
-    (["method=[grpo,prompt_aug]", "recipes.prompt_aug.weights={formal:-1}"], "recipes.prompt_aug.weights.formal=-1"),
+    (
+        ["method=[grpo,prompt_aug]", "recipes.prompt_aug.weights={formal:-1}"],
+        "recipes.prompt_aug.weights.formal=-1",
+    ),
     (
         ["method=[grpo,prompt_aug]", "actor_rollout_ref.rollout.agent.default_agent_loop=single_turn_agent"],
         "default_agent_loop=single_turn_agent",
@@ -128,9 +131,20 @@ def test_prompt_aug_composes_with_every_baseline(baseline):
 def test_prompt_aug_paper_presets():
     main = compose(["experiment=prompt_aug_qwen2_5_math_1_5b"])
     actor = main.actor_rollout_ref.actor
-    assert (main.data.train_batch_size, main.actor_rollout_ref.rollout.n, actor.ppo_mini_batch_size) == (128, 8, 32)
-    assert (actor.optim.lr, actor.clip_ratio_low, actor.clip_ratio_high, actor.clip_ratio_c) == (1e-6, 0.2, 0.28, 3.0)
-    assert actor.loss_agg_mode == "token-mean" and not actor.use_kl_loss and not main.algorithm.use_kl_in_reward
+    assert (main.data.train_batch_size, main.actor_rollout_ref.rollout.n, actor.ppo_mini_batch_size) == (
+        128,
+        8,
+        32,
+    )
+    assert (actor.optim.lr, actor.clip_ratio_low, actor.clip_ratio_high, actor.clip_ratio_c) == (
+        1e-6,
+        0.2,
+        0.28,
+        3.0,
+    )
+    assert (
+        actor.loss_agg_mode == "token-mean" and not actor.use_kl_loss and not main.algorithm.use_kl_in_reward
+    )
     assert not main.algorithm.filter_groups.enable
     assert (main.data.max_prompt_length, main.data.max_response_length) == (1024, 3072)
     assert (main.trainer.total_epochs, main.trainer.save_freq, main.trainer.test_freq) == (60, 20, 20)

@@ -18,7 +18,9 @@ from prompt_aug.templates import TemplateError
 from rewards.format import FORMAT_RULES
 
 REPO = Path(__file__).resolve().parent.parent
-REFERENCE = json.loads((Path(__file__).parent / "fixtures" / "prompt_aug_reference.json").read_text())["templates"]
+REFERENCE = json.loads((Path(__file__).parent / "fixtures" / "prompt_aug_reference.json").read_text())[
+    "templates"
+]
 QUESTION = "Let $x^2 = 16$ and $x < 0$. What is $x$?\n(Answer in \\boxed{}.)"
 
 
@@ -176,10 +178,15 @@ def test_grader_adds_weighted_format_score_to_accuracy(grader):
     ok = grader.submit(CONFORMING["open-r1"], "-4", extra_info={"template": "open-r1"}).result()
     assert (ok["acc"], ok["format_score"], ok["score"]) == (1.0, 1.0, 2.0)
     half = grader.submit(
-        CONFORMING["open-r1"].replace("<answer>", ""), "-4", extra_info={"template": "open-r1"}, format_weight=0.5
+        CONFORMING["open-r1"].replace("<answer>", ""),
+        "-4",
+        extra_info={"template": "open-r1"},
+        format_weight=0.5,
     ).result()
     assert half["format_score"] == pytest.approx(0.75) and half["score"] == pytest.approx(1.0 + 0.5 * 0.75)
-    ablation = grader.submit(CONFORMING["open-r1"], "-4", extra_info={"template": "open-r1"}, format_weight=0.0)
+    ablation = grader.submit(
+        CONFORMING["open-r1"], "-4", extra_info={"template": "open-r1"}, format_weight=0.0
+    )
     assert ablation.result()["score"] == 1.0
 
 
@@ -200,14 +207,20 @@ def reference_choose(names, weights, seed, epoch, row, rollout, per_rollout):
 def test_choice_matches_the_reference_draw(per_rollout):
     weights = {"abel": 3.0, "open-r1": 0.5, "formal": 2.0}
     s = make_sampler(
-        {"templates": ["abel", "open-r1", "formal", "reflection"], "weights": weights, "seed": 7,
-         "sampling": "per_rollout" if per_rollout else "per_prompt"}
+        {
+            "templates": ["abel", "open-r1", "formal", "reflection"],
+            "weights": weights,
+            "seed": 7,
+            "sampling": "per_rollout" if per_rollout else "per_prompt",
+        }
     )
     names = ["abel", "open-r1", "formal", "reflective_prompt", "reflective_prompt-teacher"]
     w = [3.0, 0.5, 2.0, 1.0, 1.0]
     rng = np.random.default_rng(0)
     for epoch, row, rollout in rng.integers(0, 10_000, size=(500, 3)).tolist():
-        assert s.choose(epoch, row, rollout) == reference_choose(names, w, 7, epoch, row, rollout, per_rollout)
+        assert s.choose(epoch, row, rollout) == reference_choose(
+            names, w, 7, epoch, row, rollout, per_rollout
+        )
 
 
 def test_per_prompt_groups_share_a_template_and_per_rollout_groups_mix():
@@ -250,7 +263,9 @@ def chi2_pvalue(counts, probs):
 
 def test_frequencies_match_the_requested_weights():
     weights = {"abel": 1.0, "qwen-math": 2.0, "open-r1": 4.0, "deepseek-r1": 0.5, "formal": 2.5}
-    s = make_sampler({"templates": list(weights), "weights": weights, "seed": 2024, "sampling": "per_rollout"})
+    s = make_sampler(
+        {"templates": list(weights), "weights": weights, "seed": 2024, "sampling": "per_rollout"}
+    )
     draws = Counter(s.choose(e, r, k) for e in range(4) for r in range(1250) for k in range(4))
     counts = [draws[n] for n in s.names]
     assert chi2_pvalue(counts, s.probs) > 1e-3, (counts, s.probs)

@@ -151,7 +151,7 @@ def test_experiment_wrappers_run_train_sbatch_with_their_preset(wrapper, tmp_pat
     also when sbatch runs it from a copy outside the repository (REPO_DIR from the submit dir)."""
     assert (REPO / "configs" / "experiment" / f"{wrapper.stem}.yaml").is_file()
     text = wrapper.read_text()
-    assert f"#SBATCH --gpus-per-node=8" in text and "Hardware:" in text and "Writes:" in text
+    assert "#SBATCH --gpus-per-node=8" in text and "Hardware:" in text and "Writes:" in text
     spool = tmp_path / "spool.sbatch"
     shutil.copy(wrapper, spool)
     for script, env in ((wrapper, {}), (spool, {"SLURM_SUBMIT_DIR": str(REPO)})):

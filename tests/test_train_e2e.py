@@ -177,7 +177,9 @@ def test_prompt_aug_templates_reach_generation_reward_and_metrics(sampling, cach
         for r in dump:
             assert r["epoch"] == (step - 1) // 2
             assert r["template"] == sampler.choose(r["epoch"], r["row"], r["session"]), r
-            rendered = tok.decode(prompt_ids(r["template"], question[r["row"]], tok), skip_special_tokens=True)
+            rendered = tok.decode(
+                prompt_ids(r["template"], question[r["row"]], tok), skip_special_tokens=True
+            )
             assert r["input"] == rendered
             fmt = FORMAT_RULES[r["template"]].score(r["output"])
             assert r["format_score"] == fmt
@@ -189,7 +191,11 @@ def test_prompt_aug_templates_reach_generation_reward_and_metrics(sampling, cach
         if sampling == "per_prompt":
             assert all(len(g) == 1 for g in groups.values()), groups
         mixed_groups += sum(len(g) > 1 for g in groups.values())
-        counts = {k.split("/")[1]: v for k, v in record["data"].items() if k.startswith("template/") and k.endswith("/samples")}
+        counts = {
+            k.split("/")[1]: v
+            for k, v in record["data"].items()
+            if k.startswith("template/") and k.endswith("/samples")
+        }
         dumped = {}
         for r in dump:
             dumped[r["template"]] = dumped.get(r["template"], 0) + 1

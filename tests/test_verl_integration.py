@@ -143,7 +143,8 @@ def test_template_from_the_agent_loop_adds_its_format_score(tokenizer):
     responses = ["<think> 3 </think> <answer> \\boxed{12} </answer>"] * 3 + ["<think> \\boxed{12}"]
     data = _dataproto(tokenizer, responses, ["12"] * 4, [{"index": i} for i in range(4)])
     data.non_tensor_batch["tool_extra_fields"] = np.array(
-        [{"template": "deepseek-r1"}, {"template": "qwen-math"}, {}, {"template": "deepseek-r1"}], dtype=object
+        [{"template": "deepseek-r1"}, {"template": "qwen-math"}, {}, {"template": "deepseek-r1"}],
+        dtype=object,
     )
 
     async def grade_all():
