@@ -137,8 +137,8 @@ def test_baseline_trains_checkpoints_and_resumes(method, cache, tmp_path, grpo_u
 
 
 # ------------------------------------------------------------------------ prompt augmentation
-def dump_at(out: Path, step: int) -> list[dict]:
-    return [json.loads(line) for line in (out / "rollouts" / f"{step}.jsonl").read_text().splitlines()]
+def dump_at(out: Path, step: int, folder: str = "rollouts") -> list[dict]:
+    return [json.loads(line) for line in (out / folder / f"{step}.jsonl").read_text().splitlines()]
 
 
 @pytest.mark.parametrize("sampling", ["per_prompt", "per_rollout"])
@@ -164,6 +164,8 @@ def test_prompt_aug_templates_reach_generation_reward_and_metrics(sampling, cach
     )
     if sampling == "per_prompt":
         check_run(cache, out, train(cache, out, "grpo,prompt_aug", 2, *extra), [1, 2])
+    else:  # validation at the last step: the qwen-math template, scored on accuracy only
+        extra += ("trainer.test_freq=3", "data.val_max_samples=4", f"trainer.validation_data_dir={out}/val")
     records = check_run(cache, out, train(cache, out, "grpo,prompt_aug", 3, *extra), [1, 2, 3])
 
     tok = AutoTokenizer.from_pretrained(cache / "models" / "tiny")
@@ -205,3 +207,12 @@ def test_prompt_aug_templates_reach_generation_reward_and_metrics(sampling, cach
             assert record["data"][f"template/{name}/acc"] == pytest.approx(sum(acc) / len(acc))
     if sampling == "per_rollout":
         assert mixed_groups == 12  # 8 sessions over 13 templates: every group mixes
+        val = dump_at(out, 3, "val")
+        assert len(val) == 4
+        by_question = {q: i for i, q in question.items()}
+        for r in val:
+            q = r["input"].split("user\n", 1)[1].rsplit("\nassistant\n", 1)[0]
+            assert q not in by_question  # validation rows come from the test split
+            assert r["input"] == tok.decode(prompt_ids("qwen-math", q, tok), skip_special_tokens=True)
+            assert r["score"] == r["acc"]
+        assert "val-core/toy_arithmetic/acc/mean@1" in records[-1]["data"]
