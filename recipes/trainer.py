@@ -152,17 +152,9 @@ class RecipesTrainerSync(PPOTrainerSync):
         """verl's dump (input, output, gts, score, step) plus, per sample: key, row, epoch,
         session, template and the grader's acc / format_score / status / pred."""
         with marked_timer("dump_rollout_generations", timing_raw, color="green"):
-            fields = [
-                "prompts",
-                "responses",
-                "rm_scores",
-                "reward_model",
-                "extra_fields",
-                "index",
-                "session_id",
-            ]
-            fields.append(EPOCH_KEY)  # every training batch has it (_fetch_one_gen_batch)
-            keep, data = self._sample_fields(batch, fields)
+            # every training batch has EPOCH_KEY (_fetch_one_gen_batch)
+            fields = "prompts responses rm_scores reward_model extra_fields index session_id".split()
+            keep, data = self._sample_fields(batch, [*fields, EPOCH_KEY])
             pad = self.tokenizer.pad_token_id
             prompts = data["prompts"].to_padded_tensor(padding=pad)
             responses = data["responses"].to_padded_tensor(padding=pad)
