@@ -2,9 +2,15 @@
 
 verl gives every dataset row one `uid` and runs `rollout.n` sessions of the row's agent loop
 (`session_id` 0..n-1); GRPO normalizes over the uid. Variants of one question (prompt-augmentation
-templates; later TA-GRPO rephrasings) therefore live in one row, and this loop picks the variant
-of each session and builds the prompt ids that reach generation. verl's default loop re-applies
-the tokenizer's chat template to `raw_prompt`, so the template cannot come from the tokenizer.
+templates, TA-GRPO rephrasings) therefore live in one row, and this loop picks the variant of each
+session and builds the prompt ids that reach generation. verl's default loop re-applies the
+tokenizer's chat template to `raw_prompt`, so the template cannot come from the tokenizer.
+
+TA-GRPO (recipes/ta_grpo.py), on when `recipes.ta_grpo` is set: training session k shows
+question variant k // G (0: the original, v: `rephrasings[v-1]`), named in
+`extra_fields["variant"]`; with `anchor: original` the output carries q0's prompt ids (same
+template) in place of the variant's, and no rollout log-probs. Without prompt augmentation the
+variant's text replaces the original question inside the dataset's own prompt.
 
 Prompt augmentation (METHODS.md section 1), on when `recipes.prompt_aug` is set
 (configs/method/prompt_aug.yaml selects this loop with `rollout.agent.default_agent_loop`):
@@ -28,15 +34,17 @@ from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentL
 
 from prompt_aug.sampling import TemplateSampler, make_sampler
 from prompt_aug.templates import prompt_ids
+from recipes import ta_grpo
 
 AGENT_NAME = "recipes_prompt_variants"
 EPOCH_KEY = "recipes_epoch"  # per-row dataloader pass, set by recipes/trainer.py on training batches
 
 
 def sampler_from_config(config) -> TemplateSampler | None:
-    """The template sampler of `recipes.prompt_aug`, or None when prompt augmentation is off."""
+    """The template sampler of `recipes.prompt_aug`, or None when prompt augmentation is off (not
+    in `recipes.methods`)."""
     settings = OmegaConf.select(config, "recipes.prompt_aug")
-    if settings is None:
+    if settings is None or "prompt_aug" not in (OmegaConf.select(config, "recipes.methods") or {}):
         return None
     return make_sampler(OmegaConf.to_container(settings, resolve=True))
 
@@ -69,25 +77,49 @@ def question_of(row: dict[str, Any]) -> str:
 
 @register(AGENT_NAME)
 class PromptVariantAgentLoop(SingleTurnAgentLoop):
-    """verl's single-turn loop with the prompt ids built from this session's variant."""
+    """verl's single-turn loop with the prompt ids built from this session's template and
+    question variant, and (TA-GRPO, anchor=original) stored with the original question's."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.sampler = sampler_from_config(self.config)
-        if self.sampler is None:
-            raise ValueError(f"agent loop {AGENT_NAME!r} needs recipes.prompt_aug (method=prompt_aug)")
-        self._prompt: tuple[str, str] | None = None
+        self.ta = ta_grpo.settings_from_config(self.config)
+        if self.sampler is None and self.ta is None:
+            raise ValueError(f"agent loop {AGENT_NAME!r} needs recipes.prompt_aug or recipes.ta_grpo")
+        self._original: str | None = None  # the row's question (extra_info.question)
+        self._question: str | None = None  # the question this prompt shows
+        self._template: str | None = None
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> Any:
-        template, training = choose_template(self.sampler, kwargs)
-        self._prompt = (template, question_of(kwargs))
+        training = EPOCH_KEY in kwargs
+        original = question_of(kwargs)
+        extra: dict[str, Any] = {}
+        if self.sampler is not None:
+            self._template, _ = choose_template(self.sampler, kwargs)
+            if training:
+                extra["template"] = self._template
+        variant = 0
+        if self.ta is not None and training:
+            variant = self.ta.variant(int(kwargs["session_id"]), self.rollout_config.n)
+            extra["variant"] = variant
+        self._original = original
+        self._question = ta_grpo.variant_question(kwargs, variant, original)
         output = await super().run(sampling_params, **kwargs)
-        if training:
-            output.extra_fields["template"] = template
+        if training and self.ta is not None and self.ta.anchor == "original":
+            if variant:  # eq. 4: every log-prob under q0
+                extra["generation_prompt_ids"] = list(output.prompt_ids)  # for the rollout dump
+                self._question = original
+                output.prompt_ids = await self.ct_build_initial_tokens(list(kwargs["raw_prompt"]))
+            output.response_logprobs = None  # the rollout's are under q_v: never compare them
+        output.extra_fields.update(extra)
         return output
 
-    async def ct_build_initial_tokens(self, messages: list[dict], **_multimodal: Any) -> list[int]:
-        template, question = self._prompt
+    async def ct_build_initial_tokens(self, messages: list[dict], **multimodal: Any) -> list[int]:
+        if self._template is None:  # the dataset's prompt, with this variant's question in it
+            if self._question != self._original:
+                messages = ta_grpo.swap_question(messages, self._original, self._question)
+            return await super().ct_build_initial_tokens(messages, **multimodal)
+        template, question = self._template, self._question
         ids = await self.loop.run_in_executor(
             None, lambda: prompt_ids(template, question, self.tokenizer, self.apply_chat_template_kwargs)
         )

@@ -43,7 +43,8 @@ Datasets (`DATASETS`; ids from the dataset cards, see docs/data.md)
 -------------------------------------------------------------------
 | name             | train (rows)                                                | test (validation)         |
 |------------------|-------------------------------------------------------------|---------------------------|
-| `toy_arithmetic` | generated, seeded: "What is 7 + 5?", "What is (2 + 3) * 4?" | generated, disjoint       |
+| `toy_arithmetic` | generated, seeded: "What is 7 + 5?", "What is (2 + 3) * 4?"; | generated, disjoint       |
+|                  | 3 fixed rephrasings each ("Compute 7 + 5.", ...)            |                           |
 | `math_l3to5`     | hkust-nlp/SimpleRL-Zoo-Data simplelr_qwen_level3to5 (8,523) | the folder's test.parquet |
 | `math`           | EleutherAI/hendrycks_math, 7 subjects, train (7,500)        | HuggingFaceH4/MATH-500    |
 | `open_rs`        | knoveleng/open-rs (7,000)                                   | HuggingFaceH4/MATH-500    |
@@ -315,7 +316,7 @@ def read_meta(path: str | os.PathLike) -> dict:
 # ----------------------------------------------------------------------------------------------
 # toy_arithmetic
 
-TOY_VERSION = 1  # bump when the generator changes: ensure_data then regenerates old files
+TOY_VERSION = 2  # bump when the generator changes: ensure_data then regenerates old files
 TOY_N_TRAIN, TOY_N_TEST, TOY_SEED = 2000, 200, 0  # the defaults of the CLI and ensure_data
 TOY_MAX_QUESTIONS = 6000
 """Most questions (train + test) one toy set may ask for: 11,301 distinct questions exist, and
@@ -368,6 +369,16 @@ def toy_arithmetic_pairs(n_train: int, n_test: int, seed: int = 0) -> tuple[list
     raise ValueError(f"could draw only {len(pairs)} distinct toy questions of {want} asked; ask for fewer")
 
 
+TOY_REPHRASINGS = ("Compute {expr}.", "Calculate the value of {expr}.", "{expr} equals what number?")
+"""Three fixed rephrasings of every toy question "What is {expr}?" (TA-GRPO on the CPU; real
+datasets get LLM rephrasings from `python -m prompt_aug.rephrase`)."""
+
+
+def toy_rephrasings(question: str) -> list[str]:
+    expr = question.removeprefix("What is ").removesuffix("?")
+    return [r.format(expr=expr) for r in TOY_REPHRASINGS]
+
+
 def write_toy_arithmetic(
     out_dir: str | os.PathLike | None = None,
     n_train: int = TOY_N_TRAIN,
@@ -382,6 +393,8 @@ def write_toy_arithmetic(
     paths = []
     for split, pairs in (("test", test), ("train", train)):  # train last: its presence means done
         rows = make_rows(pairs, data_source="toy_arithmetic", split=split)
+        for row in rows:
+            row["rephrasings"] = toy_rephrasings(row["question"])
         meta = {"name": "toy_arithmetic", "split": split, "rows": len(rows), "params": params}
         paths.append(write_rows(rows, out / f"{split}.parquet", meta))
     return paths[1], paths[0]

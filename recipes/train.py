@@ -35,7 +35,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 BASELINES = ("grpo", "dapo", "dr_grpo")
-KNOWN_METHODS = {**{name: "baseline" for name in BASELINES}, "prompt_aug": "method"}
+KNOWN_METHODS = {**{name: "baseline" for name in BASELINES}, "prompt_aug": "method", "ta_grpo": "method"}
 LOCAL_MODELS = ("tiny", "smollm2_135m")  # built by recipes.models, no hub access
 
 
@@ -71,6 +71,10 @@ def validate(cfg: DictConfig) -> None:
         )
     if "prompt_aug" in methods:
         _check_prompt_aug(cfg)
+    if "ta_grpo" in methods:
+        _check_ta_grpo(cfg)
+    if {"prompt_aug", "ta_grpo"} & set(methods):
+        _check_variant_loop(cfg)
 
     n = int(_get(cfg, "actor_rollout_ref.rollout.n"))
     if n < 2:
@@ -112,28 +116,66 @@ def validate(cfg: DictConfig) -> None:
 
 def _check_prompt_aug(cfg: DictConfig) -> None:
     from prompt_aug.templates import TemplateError
-    from recipes.agent_loop import AGENT_NAME, sampler_from_config
+    from recipes.agent_loop import sampler_from_config
 
     try:
         sampler_from_config(cfg)
     except TemplateError as e:
         raise ConfigError(str(e)) from None
+
+
+def _check_ta_grpo(cfg: DictConfig) -> None:
+    from recipes.ta_grpo import TAGRPOError, settings_from_config
+
+    try:
+        ta = settings_from_config(cfg)
+        group = ta.group_size(int(_get(cfg, "actor_rollout_ref.rollout.n")))
+    except TAGRPOError as e:
+        raise ConfigError(str(e)) from None
+    if ta.groups == "per_variant" and group < 2:
+        raise ConfigError(
+            f"recipes.ta_grpo.groups=per_variant normalizes each variant's G={group} responses on their "
+            "own: rollout.n must give G >= 2."
+        )
+    if ta.anchor == "original":
+        why = "with recipes.ta_grpo.anchor=original the trainer's log-probs are under q0 and the rollout's under q_v"
+        if _get(cfg, "actor_rollout_ref.rollout.calculate_log_probs"):
+            raise ConfigError(f"actor_rollout_ref.rollout.calculate_log_probs must be false: {why}.")
+        rc = _get(cfg, "algorithm.rollout_correction") or {}
+        for key in ("rollout_is", "rollout_rs"):
+            if rc.get(key) is not None:
+                raise ConfigError(f"algorithm.rollout_correction.{key} must be null: {why}.")
+        if rc.get("bypass_mode"):
+            raise ConfigError(f"algorithm.rollout_correction.bypass_mode must be false: {why}.")
+
+
+def _check_variant_loop(cfg: DictConfig) -> None:
+    """Prompt augmentation and TA-GRPO build prompts in our agent loop, which needs our trainer."""
+    from recipes.agent_loop import AGENT_NAME
+
     loop = _get(cfg, "actor_rollout_ref.rollout.agent.default_agent_loop")
     if loop != AGENT_NAME:
         raise ConfigError(
-            f"actor_rollout_ref.rollout.agent.default_agent_loop={loop}: prompt augmentation applies its "
-            f"templates in the agent loop {AGENT_NAME!r}."
+            f"actor_rollout_ref.rollout.agent.default_agent_loop={loop}: prompt augmentation and TA-GRPO "
+            f"build each rollout's prompt in the agent loop {AGENT_NAME!r}."
         )
     mode = _get(cfg, "trainer.v1.trainer_mode")
     if mode != "recipes_sync":
         raise ConfigError(
-            f"trainer.v1.trainer_mode={mode}: prompt augmentation needs recipes_sync, which tells the agent "
-            "loop each row's epoch (recipes/trainer.py)."
+            f"trainer.v1.trainer_mode={mode}: prompt augmentation and TA-GRPO need recipes_sync, which "
+            "tells the agent loop each row's epoch (recipes/trainer.py)."
         )
 
 
 def _data_hint(cfg: DictConfig) -> str:
     name = _get(cfg, "recipes.data")
+    if name and name.endswith("_rephrased"):
+        base = name.removesuffix("_rephrased")
+        return (
+            f"; run `python -m recipes.data prepare {base}`, then `python -m prompt_aug.rephrase --input "
+            f"$RECIPES_CACHE/data/{base}/train.parquet --output $RECIPES_CACHE/data/{name}/train.parquet "
+            "--n 3 --base-url URL --model NAME` (docs/rephrase.md)"
+        )
     if name and name != "toy_arithmetic":
         return f"; run `python -m recipes.data prepare {name}` first"
     return ""
@@ -211,6 +253,20 @@ def check_data(cfg: DictConfig) -> None:
                 validate_parquet(f)
             except DataError as exc:
                 raise ConfigError(f"{key}: {exc}") from exc
+    n = _get(cfg, "recipes.ta_grpo.n_rephrasings")
+    if n is not None and "ta_grpo" in (_get(cfg, "recipes.methods") or {}):
+        import pyarrow.parquet as pq
+
+        files = _get(cfg, "data.train_files")
+        for f in [files] if isinstance(files, str) else list(files):
+            counts = pq.read_table(f, columns=["rephrasings"]).column("rephrasings").to_pylist()
+            short = [i for i, r in enumerate(counts) if len(r or []) < n]
+            if short:
+                raise ConfigError(
+                    f"data.train_files: {f}: row {short[0]} (and {len(short) - 1} more) has fewer than "
+                    f"recipes.ta_grpo.n_rephrasings={n} rephrasings; make them with "
+                    "`python -m prompt_aug.rephrase` (docs/rephrase.md)."
+                )
 
 
 # ------------------------------------------------------------------------------- step table

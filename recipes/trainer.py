@@ -16,7 +16,10 @@
    number of fetches so far is saved with each checkpoint (`recipes_state.json`), so a resumed
    run knows the epoch even when DAPO's refills fetched a varying number of batches per step.
 4. The rollout dump (`trainer.rollout_data_dir`) also records, per sample, its TransferQueue key,
-   dataset row, epoch, session, template and grader result.
+   dataset row, epoch, session, advantage, template, TA-GRPO variant and grader result.
+5. TA-GRPO (recipes/ta_grpo.py): the paper's diagnostic metrics `ta_grpo/*` every step, and for
+   `groups: per_variant` (TA-GRPO*) each response's uid becomes (question, variant) before the
+   advantage, so each variant's G responses are normalized on their own.
 Padding samples (verl duplicates samples to fill data-parallel ranks) are left out of 1, 2 and 4.
 """
 
@@ -33,7 +36,9 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils import tensordict_utils as tu
 from verl.utils.debug import marked_timer
+from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
+from recipes import ta_grpo
 from recipes.agent_loop import EPOCH_KEY
 from rewards.grader import STATUSES
 
@@ -88,6 +93,7 @@ class RecipesTrainerSync(PPOTrainerSync):
         with open_dict(config):
             config.trainer.v1.trainer_mode = "sync"
         super().__init__(config)
+        self.ta = ta_grpo.settings_from_config(config)
 
     # ----------------------------------------------------------------- epochs of fetched rows
     def _fetch_one_gen_batch(self):
@@ -136,29 +142,51 @@ class RecipesTrainerSync(PPOTrainerSync):
         return keep, data
 
     def _compute_advantage(self, batch, metrics: dict):
-        keep, data = self._sample_fields(batch, ["extra_fields", "responses"])
-        extra = [_unwrap(v) for v in data["extra_fields"]]
-        extra = [extra[i] if isinstance(extra[i], dict) else {} for i in keep]
+        keep, data = self._sample_fields(batch, ["extra_fields", "responses", "uid"])
+        every = [_unwrap(v) for v in data["extra_fields"]]
+        every = [e if isinstance(e, dict) else {} for e in every]
+        extra = [every[i] for i in keep]
         lengths = data["responses"].offsets().diff().tolist()
         infos = [e.get("reward_extra_info", {}) for e in extra]
         metrics.update(grader_metrics(infos))
         metrics.update(
             template_metrics([e.get("template") for e in extra], infos, [lengths[i] for i in keep])
         )
+        if self.ta is not None:
+            uids = [str(_unwrap(u)) for u in data["uid"]]
+            metrics.update(
+                ta_grpo.diagnostics(
+                    [uids[i] for i in keep],
+                    [int(e.get("variant", 0)) for e in extra],
+                    [float(i.get("score", 0.0)) for i in infos],
+                    [float(i.get("acc", 0.0)) for i in infos],
+                    self.ta.n_variants,
+                )
+            )
+            if self.ta.groups == "per_variant":  # TA-GRPO*: one GRPO group per (question, variant)
+                split = [{"uid": f"{u}:v{e.get('variant', 0)}"} for u, e in zip(uids, every, strict=True)]
+                tq.kv_batch_put(
+                    keys=batch.keys, partition_id=batch.partition_id, fields=list_of_dict_to_tensordict(split)
+                )
         return super()._compute_advantage(batch, metrics)
 
     # ------------------------------------------------------------------------ rollout dump
     def _log_rollout_data(self, batch, timing_raw: dict, rollout_data_dir: str):
         """verl's dump (input, output, gts, score, step) plus, per sample: key, row, epoch,
-        session, template and the grader's acc / format_score / status / pred."""
+        session, advantage, template, variant (and generation_input when anchored) and the
+        grader's acc / format_score / status / pred."""
         with marked_timer("dump_rollout_generations", timing_raw, color="green"):
             # every training batch has EPOCH_KEY (_fetch_one_gen_batch)
-            fields = "prompts responses rm_scores reward_model extra_fields index session_id".split()
+            fields = (
+                "prompts responses rm_scores advantages reward_model extra_fields index session_id".split()
+            )
             keep, data = self._sample_fields(batch, [*fields, EPOCH_KEY])
             pad = self.tokenizer.pad_token_id
             prompts = data["prompts"].to_padded_tensor(padding=pad)
             responses = data["responses"].to_padded_tensor(padding=pad)
             scores = data["rm_scores"].to_padded_tensor(padding=0.0).sum(dim=1).tolist()
+            # outcome advantages are one value per response: its first token's
+            advantages = data["advantages"].to_padded_tensor(padding=0.0)[:, 0].tolist()
             rm = [_unwrap(v) for v in data["reward_model"]]
             extra = [_unwrap(v) for v in data["extra_fields"]]
             column = {k: [_unwrap(v) for v in data[k]] for k in ("index", "session_id", EPOCH_KEY)}
@@ -174,7 +202,16 @@ class RecipesTrainerSync(PPOTrainerSync):
                 "row": [int(column["index"][i]) for i in order],
                 "session": [int(column["session_id"][i]) for i in order],
                 "epoch": [int(column[EPOCH_KEY][i]) for i in order],
+                "advantage": [advantages[i] for i in order],
                 "template": [(extra[i] or {}).get("template") for i in order],
+                "variant": [(extra[i] or {}).get("variant") for i in order],
+                # TA-GRPO anchored: the prompt the response was generated from (`input` is q0's)
+                "generation_input": [
+                    self.tokenizer.decode(extra[i]["generation_prompt_ids"], skip_special_tokens=True)
+                    if "generation_prompt_ids" in (extra[i] or {})
+                    else None
+                    for i in order
+                ],
             }
             for k in ("acc", "format_score", "status", "pred"):
                 columns[k] = [info.get(k) for info in infos]

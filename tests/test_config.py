@@ -105,6 +105,24 @@ BAD = [
         "default_agent_loop=single_turn_agent",
     ),
     (["method=[grpo,prompt_aug]", "trainer.v1.trainer_mode=sync"], "trainer.v1.trainer_mode=sync"),
+    (["method=[grpo,ta_grpo]", "actor_rollout_ref.rollout.n=6"], "rollout.n=6 must be (N+1) x G"),
+    (["method=[grpo,ta_grpo]", "recipes.ta_grpo.anchor=q0"], "recipes.ta_grpo.anchor='q0'"),
+    (
+        ["method=[grpo,ta_grpo]", "actor_rollout_ref.rollout.calculate_log_probs=true"],
+        "calculate_log_probs must be false: with recipes.ta_grpo.anchor=original",
+    ),
+    (
+        ["method=[grpo,ta_grpo]", "algorithm.rollout_correction.rollout_is=token"],
+        "algorithm.rollout_correction.rollout_is must be null",
+    ),
+    (
+        ["method=[grpo,ta_grpo]", "recipes.ta_grpo.groups=per_variant", "actor_rollout_ref.rollout.n=4"],
+        "G >= 2",
+    ),
+    (
+        ["method=[grpo,ta_grpo]", "actor_rollout_ref.rollout.agent.default_agent_loop=single_turn_agent"],
+        "prompt augmentation and TA-GRPO build",
+    ),
 ]
 
 
@@ -159,6 +177,33 @@ def test_prompt_aug_paper_presets():
     assert grpo.actor_rollout_ref.actor.clip_ratio_high == 0.2
     assert grpo.actor_rollout_ref.actor.loss_agg_mode == "seq-mean-token-mean"
     assert not grpo.actor_rollout_ref.actor.use_kl_loss
+
+
+def test_ta_grpo_composes_with_baselines_and_prompt_aug():
+    cfg = compose(["experiment=demo_cpu", "method=[dapo,prompt_aug,ta_grpo]", "data.max_prompt_length=320"])
+    check_config(cfg)
+    assert set(cfg.recipes.methods) == {"dapo", "prompt_aug", "ta_grpo"}
+    own = compose(
+        ["experiment=demo_cpu", "method=[grpo,ta_grpo]", "recipes.ta_grpo.anchor=own"]
+        + ["actor_rollout_ref.rollout.calculate_log_probs=true"]
+    )
+    check_config(own)  # unanchored: the rollout's log-probs are comparable again
+
+
+def test_ta_grpo_rows_without_enough_rephrasings_fail_before_ray(tmp_path, monkeypatch):
+    from recipes.data import write_toy_arithmetic
+
+    monkeypatch.setenv("RECIPES_CACHE", str(tmp_path))
+    overrides = ["experiment=demo_cpu", "method=[grpo,ta_grpo]", "actor_rollout_ref.rollout.n=10"]
+    overrides += ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8", "recipes.ta_grpo.n_rephrasings=4"]
+    cfg = compose(overrides)
+    check_config(cfg)
+    write_toy_arithmetic(Path(cfg.data.train_files).parent, n_train=20, n_test=5)  # 3 rephrasings each
+    with pytest.raises(
+        ConfigError, match="row 0 .and 19 more. has fewer than recipes.ta_grpo.n_rephrasings=4"
+    ):
+        check_data(cfg)
+    check_data(compose(overrides[:-1] + ["recipes.ta_grpo.n_rephrasings=3", "actor_rollout_ref.rollout.n=8"]))
 
 
 def test_unknown_key_fails_at_composition():

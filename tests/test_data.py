@@ -69,7 +69,12 @@ def test_toy_splits_are_disjoint_and_answers_correct(tmp_path):
             assert row["answer"] == str(value) == row["reward_model"]["ground_truth"], q
             assert row["prompt"] == [{"role": "user", "content": q + data.INSTRUCTION}]
             assert row["extra_info"] == {"index": i, "split": split, "question": q, "answer": str(value)}
-            assert row["data_source"] == "toy_arithmetic" and row["rephrasings"] == []
+            assert row["data_source"] == "toy_arithmetic"
+            assert row["rephrasings"] == [
+                f"Compute {expr}.",
+                f"Calculate the value of {expr}.",
+                f"{expr} equals what number?",
+            ]
             two_step += expr.count(" ") > 2
     assert two_step > 100  # the 2-step questions are really there
     # the standard Qwen-math prompt, character for character
@@ -128,7 +133,8 @@ def test_verl_rlhf_dataset_loads_generated_file(tmp_path, chat_tokenizer, monkey
     assert item["raw_prompt"] == expected[5]["prompt"]
     assert item["reward_model"]["ground_truth"] == expected[5]["answer"]
     assert item["index"] == 5 and item["extra_info"]["question"] == expected[5]["question"]
-    assert item["question"] == expected[5]["question"] and item["rephrasings"] == []
+    assert item["question"] == expected[5]["question"]
+    assert list(item["rephrasings"]) == expected[5]["rephrasings"] and len(expected[5]["rephrasings"]) == 3
     batch = collate_fn([ds[i] for i in range(4)])
     assert list(batch["answer"]) == [r["answer"] for r in expected[:4]]
     rendered = chat_tokenizer.apply_chat_template(

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -216,3 +217,74 @@ def test_prompt_aug_templates_reach_generation_reward_and_metrics(sampling, cach
             assert r["input"] == tok.decode(prompt_ids("qwen-math", q, tok), skip_special_tokens=True)
             assert r["score"] == r["acc"]
         assert "val-core/toy_arithmetic/acc/mean@1" in records[-1]["data"]
+
+
+# ------------------------------------------------------------------------------------ TA-GRPO
+@pytest.mark.parametrize(("anchor", "groups"), [("original", "pooled"), ("own", "per_variant")])
+def test_ta_grpo_variants_anchoring_groups_and_diagnostics(anchor, groups, cache, tmp_path):
+    """method=[grpo,ta_grpo] through verl's trainer, N=3 rephrasings, rollout.n=8 (G=2). From the
+    rollout dump (what the trainer used): session k answered variant k // 2; with anchor=original
+    every response is stored with q0's prompt while generation used its variant's prompt, with
+    anchor=own with the variant's; every advantage equals the GRPO formula over the pooled group
+    of its question (pooled) or over its variant's 2 responses (per_variant, TA-GRPO*); the
+    diagnostics in the metrics match the dump."""
+    from transformers import AutoTokenizer
+
+    from recipes.data import INSTRUCTION
+    from recipes.ta_grpo import diagnostics
+
+    out = tmp_path / anchor
+    extra = (f"recipes.ta_grpo.anchor={anchor}", f"recipes.ta_grpo.groups={groups}")
+    records = check_run(cache, out, train(cache, out, "grpo,ta_grpo", 2, *extra), [1, 2])
+
+    tok = AutoTokenizer.from_pretrained(cache / "models" / "tiny")
+    rows = {
+        r["extra_info"]["index"]: r
+        for r in pq.read_table(cache / "data" / "toy_arithmetic" / "train.parquet").to_pylist()
+    }
+
+    def shown(text: str) -> str:
+        messages = [{"role": "user", "content": text + INSTRUCTION}]
+        ids = tok.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)["input_ids"]
+        return tok.decode(ids, skip_special_tokens=True)
+
+    def grpo_advantages(members: list[dict]) -> list[float]:
+        scores = np.array([m["score"] for m in members])
+        return ((scores - scores.mean()) / (scores.std(ddof=1) + 1e-6)).tolist()
+
+    mismatches = 0
+    for step, record in zip((1, 2), records, strict=True):
+        dump = dump_at(out, step)
+        assert len(dump) == 4 * 8
+        by_group: dict[tuple, list[dict]] = {}
+        for r in dump:
+            row = rows[r["row"]]
+            assert r["variant"] == r["session"] // 2
+            variant_text = row["question"] if r["variant"] == 0 else row["rephrasings"][r["variant"] - 1]
+            if anchor == "original":
+                assert r["input"] == shown(row["question"])
+                assert r["generation_input"] == (shown(variant_text) if r["variant"] else None)
+            else:
+                assert r["input"] == shown(variant_text) and r["generation_input"] is None
+            uid = r["key"].rsplit("_", 2)[0]
+            by_group.setdefault((uid,) if groups == "pooled" else (uid, r["variant"]), []).append(r)
+        assert len(by_group) == (4 if groups == "pooled" else 16)
+        for members in by_group.values():
+            assert [m["advantage"] for m in members] == pytest.approx(grpo_advantages(members), abs=1e-4)
+        other: dict[tuple, list[dict]] = {}  # the other grouping, which must NOT explain the advantages
+        for r in dump:
+            uid = r["key"].rsplit("_", 2)[0]
+            other.setdefault((uid, r["variant"]) if groups == "pooled" else (uid,), []).append(r)
+        mismatches += sum(
+            not np.allclose([m["advantage"] for m in members], grpo_advantages(members), atol=1e-4)
+            for members in other.values()
+        )
+        expected = diagnostics(
+            [r["key"].rsplit("_", 2)[0] for r in dump],
+            [r["variant"] for r in dump],
+            [r["score"] for r in dump],
+            [r["acc"] for r in dump],
+            n_variants=4,
+        )
+        assert {k: record["data"][k] for k in expected} == pytest.approx(expected)
+    assert mismatches > 0  # some group had mixed rewards, so the two groupings were told apart

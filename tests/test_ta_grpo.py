@@ -1,0 +1,226 @@
+"""TA-GRPO: the variant each rollout answers, joint (eq. 3) and per-variant (TA-GRPO*) normalization
+through verl's own GRPO estimator against a direct computation, anchoring in the agent loop
+(eq. 4), the step diagnostics, and the config checks."""
+
+import asyncio
+
+import numpy as np
+import pytest
+import torch
+
+from recipes import ta_grpo
+from recipes.ta_grpo import TAGRPOError, TASettings, make_settings
+
+
+# ---------------------------------------------------------------------------- settings
+def test_session_k_answers_variant_k_div_g():
+    ta = TASettings(n_rephrasings=3)
+    assert [ta.variant(k, 32) for k in range(32)] == [k // 8 for k in range(32)]
+    assert [ta.variant(k, 8) for k in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert ta.group_size(32) == 8
+    with pytest.raises(TAGRPOError, match="rollout.n=30 must be .N\\+1. x G"):
+        ta.variant(0, 30)
+
+
+@pytest.mark.parametrize(
+    "settings, match",
+    [
+        ({}, "n_rephrasings=None"),
+        ({"n_rephrasings": 0}, "n_rephrasings=0"),
+        ({"n_rephrasings": 3, "anchor": "q0"}, "anchor='q0'"),
+        ({"n_rephrasings": 3, "groups": "joint"}, "groups='joint'"),
+        ({"n_rephrasings": 3, "ancor": "own"}, "unknown settings"),
+    ],
+)
+def test_bad_settings_fail_clearly(settings, match):
+    with pytest.raises(TAGRPOError, match=match):
+        make_settings(settings)
+
+
+def test_variant_question_and_swap():
+    row = {"index": 3, "data_source": "math", "rephrasings": np.array(["Compute 2+2.", "2+2 equals?"])}
+    assert ta_grpo.variant_question(row, 0, "What is 2+2?") == "What is 2+2?"
+    assert ta_grpo.variant_question(row, 2, "What is 2+2?") == "2+2 equals?"
+    with pytest.raises(TAGRPOError, match="row 3 of data source 'math' has 2 rephrasings"):
+        ta_grpo.variant_question(row, 3, "What is 2+2?")
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is 2+2?\nBox it."},
+    ]
+    swapped = ta_grpo.swap_question(messages, "What is 2+2?", "Compute 2+2.")
+    assert swapped == [messages[0], {"role": "user", "content": "Compute 2+2.\nBox it."}]
+    assert messages[1]["content"] == "What is 2+2?\nBox it."  # the input is not modified
+    with pytest.raises(TAGRPOError, match="does not contain extra_info.question"):
+        ta_grpo.swap_question(messages, "What is 3+3?", "x")
+
+
+# ------------------------------------------------------------------------- normalization
+def verl_grpo(rewards, uids):
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+
+    r = torch.tensor(rewards, dtype=torch.float32)
+    token_rewards = torch.zeros(len(r), 4)
+    token_rewards[:, -1] = r  # outcome reward on the last token
+    adv, _ = compute_grpo_outcome_advantage(
+        token_rewards, torch.ones(len(r), 4), np.array(uids, dtype=object)
+    )
+    return adv[:, 0].numpy()
+
+
+def test_pooled_uid_is_eq3_by_hand():
+    # one question, N=1, G=2: q0's responses 1, 0; q1's 1, 1
+    rewards, variants = [1.0, 0.0, 1.0, 1.0], [0, 0, 1, 1]
+    # eq. 3 over all four: mean 0.75, std 0.5 (verl's torch.std, Bessel-corrected)
+    assert verl_grpo(rewards, ["q"] * 4) == pytest.approx([0.5, -1.5, 0.5, 0.5], abs=1e-5)
+    # TA-GRPO*: q0 alone: mean 0.5, std sqrt(0.5); q1 alone: all equal, advantage 0
+    split = [f"q:v{v}" for v in variants]
+    assert verl_grpo(rewards, split) == pytest.approx([0.5**0.5, -(0.5**0.5), 0.0, 0.0], abs=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_pooled_and_per_variant_groups_match_a_direct_computation(seed):
+    rng = np.random.default_rng(seed)
+    n_questions, n_variants, g = 6, 4, 8
+    rewards = rng.integers(0, 2, size=(n_questions, n_variants, g)).astype(float)
+    rewards += rng.choice([0.0, 0.25, 1.0], size=rewards.shape)  # format scores
+    uids = [f"u{q}" for q in range(n_questions) for _ in range(n_variants * g)]
+    variants = [v for _ in range(n_questions) for v in range(n_variants) for _ in range(g)]
+    flat = rewards.reshape(-1).tolist()
+
+    pooled = verl_grpo(flat, uids)
+    split = verl_grpo(flat, [f"{u}:v{v}" for u, v in zip(uids, variants, strict=True)])
+    for q in range(n_questions):
+        block = rewards[q].reshape(-1)
+        expect = (block - block.mean()) / (block.std(ddof=1) + 1e-6)  # eq. 3
+        got = pooled[q * n_variants * g : (q + 1) * n_variants * g]
+        assert got == pytest.approx(expect, abs=1e-4)
+        for v in range(n_variants):
+            r = rewards[q, v]
+            expect = (r - r.mean()) / (r.std(ddof=1) + 1e-6)
+            start = (q * n_variants + v) * g
+            assert split[start : start + g] == pytest.approx(expect, abs=1e-4)
+
+
+# ------------------------------------------------------------------------------- diagnostics
+def test_diagnostics_by_hand():
+    groups = ["a"] * 4 + ["b"] * 4
+    variants = [0, 0, 1, 1] * 2
+    scores = [1, 1, 0, 1, 0, 0, 0, 0]  # a: q0 uniform, pooled mixed; b: uniform everywhere
+    out = ta_grpo.diagnostics(groups, variants, scores, scores, n_variants=2)
+    assert out == {
+        "ta_grpo/original_uniform_frac": 1.0,
+        "ta_grpo/pooled_uniform_frac": 0.5,
+        "ta_grpo/group_reward_std": pytest.approx((np.std([1, 1, 0, 1]) + 0.0) / 2),
+        "ta_grpo/variant_0/acc": 0.5,
+        "ta_grpo/variant_1/acc": 0.25,
+    }
+
+
+# ------------------------------------------------------------- anchoring in the agent loop
+class FakeLLMServer:
+    """The seam that is vLLM on GPUs: records the prompt ids it is asked to continue and answers
+    with fixed token ids."""
+
+    def __init__(self, answer_ids):
+        self.answer_ids = answer_ids
+        self.prompts = []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.prompts.append(list(prompt_ids))
+        return TokenOutput(token_ids=list(self.answer_ids), log_probs=[-0.5] * len(self.answer_ids))
+
+
+def _run_loop(tokenizer, overrides, row):
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from recipes.agent_loop import PromptVariantAgentLoop
+    from recipes.train import compose
+
+    cfg = compose(["experiment=demo_cpu", *overrides])
+    server = FakeLLMServer(tokenizer.encode("\\boxed{4}<|im_end|>"))
+    sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": False}
+
+    async def run():  # the loop binds the running event loop when built, as in verl's worker
+        loop = PromptVariantAgentLoop(
+            trainer_config=DictConfigWrap(cfg),
+            server_manager=server,
+            tokenizer=tokenizer,
+            processor=None,
+            dataset_cls=RLHFDataset,
+            data_config=DictConfigWrap(cfg.data),
+            hf_model_type="qwen2",
+        )
+        return await loop.run(sampling, **row)
+
+    return asyncio.run(run()), server
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from recipes.models import tiny_tokenizer
+
+    return tiny_tokenizer()
+
+
+def _row(session, epoch=0):
+    q = "What is 2 + 2?"
+    row = {
+        "raw_prompt": [{"role": "user", "content": q + "\nPlease box it."}],
+        "extra_info": {"index": 7, "question": q},
+        "index": 7,
+        "data_source": "toy",
+        "rephrasings": ["Compute 2 + 2.", "Calculate the value of 2 + 2.", "2 + 2 equals what number?"],
+        "session_id": session,
+    }
+    if epoch is not None:
+        row["recipes_epoch"] = epoch
+    return row
+
+
+@pytest.mark.parametrize("anchor", ["original", "own"])
+def test_anchoring_with_fake_llm_server_swaps_only_the_prompt(tokenizer, anchor):
+    """rollout.n=8, N=3: session 5 answers variant 2. The generation sees q2's prompt; with
+    anchor=original the output carries q0's prompt and the same response tokens."""
+
+    def chat(text):
+        messages = [{"role": "user", "content": text + "\nPlease box it."}]
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)[
+            "input_ids"
+        ]
+
+    overrides = ["method=[grpo,ta_grpo]", f"recipes.ta_grpo.anchor={anchor}"]
+    out, server = _run_loop(tokenizer, overrides, _row(session=5))
+    assert server.prompts == [chat("Calculate the value of 2 + 2.")]
+    assert out.response_ids == tokenizer.encode("\\boxed{4}<|im_end|>")
+    assert out.extra_fields["variant"] == 2
+    if anchor == "original":
+        assert out.prompt_ids == chat("What is 2 + 2?")
+        assert out.extra_fields["generation_prompt_ids"] == server.prompts[0]
+        assert out.response_logprobs is None
+    else:
+        assert out.prompt_ids == server.prompts[0] and "generation_prompt_ids" not in out.extra_fields
+
+    # session 1 answers the original; validation rows (no epoch) always do
+    out, server = _run_loop(tokenizer, overrides, _row(session=1))
+    assert server.prompts == [chat("What is 2 + 2?")] and out.prompt_ids == server.prompts[0]
+    out, server = _run_loop(tokenizer, overrides, _row(session=7, epoch=None))
+    assert server.prompts == [chat("What is 2 + 2?")] and "variant" not in out.extra_fields
+
+
+def test_anchoring_with_templates_keeps_the_template(tokenizer):
+    from prompt_aug.sampling import make_sampler
+    from prompt_aug.templates import prompt_ids
+
+    overrides = [
+        "method=[grpo,prompt_aug,ta_grpo]",
+        "recipes.prompt_aug.sampling=per_rollout",
+        "data.max_prompt_length=320",
+    ]
+    out, server = _run_loop(tokenizer, overrides, _row(session=6))
+    template = make_sampler({"sampling": "per_rollout", "seed": 42}).choose(0, 7, 6)
+    assert out.extra_fields["template"] == template and out.extra_fields["variant"] == 3
+    assert server.prompts == [prompt_ids(template, "2 + 2 equals what number?", tokenizer)]
+    assert out.prompt_ids == prompt_ids(template, "What is 2 + 2?", tokenizer)
