@@ -280,3 +280,27 @@ def test_step_table_row_formats_present_and_missing_metrics():
     row = format_row(3, {"critic/score/mean": 0.25, "grader/acc": 0.125, "timing_s/step": 2.5})
     cells = row.split()
     assert cells[:3] == ["3", "0.250", "0.125"] and cells[-1] == "2.5" and cells.count("-") == 3
+
+
+@pytest.mark.parametrize("model", ["qwen3_1_7b", "qwen3_4b", "llama3_2_1b", "llama3_2_3b"])
+def test_ta_grpo_presets_for_the_papers_four_models(model):
+    """TA-GRPO's appendix B settings, for each of its models (the model is an override)."""
+    cfg = compose(["experiment=ta_grpo_math", f"model={model}"])
+    check_config(cfg)
+    actor, rollout = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
+    assert (cfg.data.train_batch_size, actor.ppo_mini_batch_size, rollout.n) == (256, 128, 32)
+    assert (cfg.data.max_prompt_length, cfg.data.max_response_length, cfg.trainer.total_epochs) == (
+        512,
+        3072,
+        2,
+    )
+    assert (actor.optim.lr, actor.clip_ratio_low, actor.clip_ratio_high) == (1e-6, 0.2, 0.2)
+    assert actor.use_kl_loss and actor.kl_loss_type == "low_var_kl" and actor.kl_loss_coef == 0.001
+    assert dict(cfg.recipes.ta_grpo) == {"n_rephrasings": 3, "anchor": "original", "groups": "pooled"}
+    star = compose(["experiment=ta_grpo_star_math", f"model={model}"])
+    assert (star.recipes.ta_grpo.anchor, star.recipes.ta_grpo.groups) == ("own", "per_variant")
+    for base in ("ta_grpo_baseline_grpo_math", "ta_grpo_baseline_grpo_ds_math"):
+        b = compose([f"experiment={base}", f"model={model}"])
+        check_config(b)
+        assert b.actor_rollout_ref.rollout.n == 8 and "ta_grpo" not in b.recipes.methods
+        assert b.algorithm.filter_groups.enable == base.endswith("_ds_math")
