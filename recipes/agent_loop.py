@@ -6,13 +6,13 @@ templates, TA-GRPO rephrasings) therefore live in one row, and this loop picks t
 session and builds the prompt ids that reach generation. verl's default loop re-applies the
 tokenizer's chat template to `raw_prompt`, so the template cannot come from the tokenizer.
 
-TA-GRPO (recipes/ta_grpo.py), on when `recipes.ta_grpo` is set: training session k shows
+TA-GRPO (recipes/ta_grpo.py), on with `method=[...,ta_grpo]`: training session k shows
 question variant k // G (0: the original, v: `rephrasings[v-1]`), named in
 `extra_fields["variant"]`; with `anchor: original` the output carries q0's prompt ids (same
 template) in place of the variant's, and no rollout log-probs. Without prompt augmentation the
 variant's text replaces the original question inside the dataset's own prompt.
 
-Prompt augmentation (METHODS.md section 1), on when `recipes.prompt_aug` is set
+Prompt augmentation (METHODS.md section 1), on with `method=[...,prompt_aug]`
 (configs/method/prompt_aug.yaml selects this loop with `rollout.agent.default_agent_loop`):
   training rows    template = TemplateSampler.choose(epoch, row, session) (prompt_aug/sampling.py),
                    applied to `extra_info.question` through the model's chat template; the name
