@@ -6,6 +6,7 @@ rollout workers, reward loop), loaded through our `verl.plugins` entry point on 
   trainer "recipes_sync"  recipes/trainer.py
   reward "math_pool"      rewards/verl_manager.py
   agent loop "recipes_prompt_variants"  recipes/agent_loop.py
+  policy losses "cw_grpo[-seqlogp][-allpos][-grad]"  recipes/cw_grpo.py
 
 Why the platform lives in this module: it must be registered before anything asks verl for its
 platform, and the entry point is the one module that runs first whichever of our modules a
@@ -180,5 +181,6 @@ class PlatformCPU(PlatformBase):
 # After the platform: these import verl modules that resolve it.
 import recipes.agent_loop  # noqa: E402,F401
 import recipes.cpu_platform  # noqa: E402,F401
+import recipes.cw_grpo  # noqa: E402,F401
 import recipes.trainer  # noqa: E402,F401
 import rewards.verl_manager  # noqa: E402,F401

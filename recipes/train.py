@@ -35,7 +35,12 @@ import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 BASELINES = ("grpo", "dapo", "dr_grpo")
-KNOWN_METHODS = {**{name: "baseline" for name in BASELINES}, "prompt_aug": "method", "ta_grpo": "method"}
+KNOWN_METHODS = {
+    **{name: "baseline" for name in BASELINES},
+    "prompt_aug": "method",
+    "ta_grpo": "method",
+    "cw_grpo": "method",
+}
 LOCAL_MODELS = ("tiny", "smollm2_135m")  # built by recipes.models, no hub access
 
 
@@ -75,6 +80,17 @@ def validate(cfg: DictConfig) -> None:
         _check_ta_grpo(cfg)
     if {"prompt_aug", "ta_grpo"} & set(methods):
         _check_variant_loop(cfg)
+    if "cw_grpo" in methods:
+        from recipes.cw_grpo import parse_name
+
+        mode = _get(cfg, "actor_rollout_ref.actor.policy_loss.loss_mode")
+        try:
+            parse_name(str(mode))
+        except ValueError:
+            raise ConfigError(
+                f"actor_rollout_ref.actor.policy_loss.loss_mode={mode}: method cw_grpo needs a CW-GRPO loss, "
+                "cw_grpo[-seqlogp][-allpos][-grad]."
+            ) from None
 
     n = int(_get(cfg, "actor_rollout_ref.rollout.n"))
     if n < 2:

@@ -151,7 +151,8 @@ def test_experiment_wrappers_run_train_sbatch_with_their_preset(wrapper, tmp_pat
     also when sbatch runs it from a copy outside the repository (REPO_DIR from the submit dir)."""
     assert (REPO / "configs" / "experiment" / f"{wrapper.stem}.yaml").is_file()
     text = wrapper.read_text()
-    assert "#SBATCH --gpus-per-node=8" in text and "Hardware:" in text and "Writes:" in text
+    gpus = re.search(r"^#SBATCH --gpus-per-node=(\d+)$", text, re.M).group(1)
+    assert "Hardware:" in text and "Writes:" in text
     spool = tmp_path / "spool.sbatch"
     shutil.copy(wrapper, spool)
     for script, env in ((wrapper, {}), (spool, {"SLURM_SUBMIT_DIR": str(REPO)})):
@@ -159,6 +160,7 @@ def test_experiment_wrappers_run_train_sbatch_with_their_preset(wrapper, tmp_pat
         assert proc.returncode == 0, proc.stderr
         train = _train(_commands(proc.stdout))
         assert _train_args(train)[:2] == [f"experiment={wrapper.stem}", "trainer.total_training_steps=7"]
+        assert _train_args(train)[-1] == f"trainer.n_gpus_per_node={gpus}"  # the allocation's GPUs
 
 
 def test_dry_run_two_nodes():

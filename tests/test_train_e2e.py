@@ -288,3 +288,29 @@ def test_ta_grpo_variants_anchoring_groups_and_diagnostics(anchor, groups, cache
         )
         assert {k: record["data"][k] for k in expected} == pytest.approx(expected)
     assert mismatches > 0  # some group had mixed rewards, so the two groupings were told apart
+
+
+# ------------------------------------------------------------------------------------ CW-GRPO
+@pytest.mark.parametrize("methods", ["grpo,cw_grpo", "grpo,prompt_aug,cw_grpo"])
+def test_cw_grpo_trains_and_logs_its_weights(methods, cache, tmp_path):
+    """method=[grpo,cw_grpo] (and with prompt augmentation) through verl's trainer: the loss verl
+    used is ours (its weight and covariance metrics are logged, finite, and consistent: the
+    weights average 1 over the valid tokens of each micro-batch), and the model changes."""
+    out = tmp_path / methods.replace(",", "_")
+    extra = ("data.max_prompt_length=320",) if "prompt_aug" in methods else ()
+    records = check_run(cache, out, train(cache, out, methods, 2, *extra), [1, 2])
+    check_weights_changed(cache, out, 2)
+    for r in records:
+        d = r["data"]
+        assert d["actor/cw_grpo/weight_mean"] == pytest.approx(1.0, abs=1e-5)
+        assert 0.0 < d["actor/cw_grpo/weight_min"] <= 1.0
+        assert 0.0 <= d["actor/cw_grpo/frac_below_0.5"] < 1.0
+        assert (
+            d["actor/cw_grpo/cov_pos_top_0.01pct"]
+            >= d["actor/cw_grpo/cov_pos_top_1pct"]
+            >= d["actor/cw_grpo/cov_pos_top_100pct"]
+            >= 0
+        )
+        assert d["actor/cw_grpo/cov_neg_top_0.01pct"] <= d["actor/cw_grpo/cov_neg_top_100pct"] <= 0
+        if "prompt_aug" in methods:
+            assert any(k.startswith("template/") for k in d)
