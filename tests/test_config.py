@@ -123,6 +123,14 @@ BAD = [
         ["method=[grpo,ta_grpo]", "actor_rollout_ref.rollout.agent.default_agent_loop=single_turn_agent"],
         "prompt augmentation and TA-GRPO build",
     ),
+    (
+        ["method=[grpo,cw_grpo]", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla"],
+        "method cw_grpo needs a CW-GRPO loss",
+    ),
+    (
+        ["method=[grpo,cw_grpo]", "actor_rollout_ref.actor.policy_loss.loss_mode=cw_grpo-grad-allpos"],
+        "loss_mode=cw_grpo-grad-allpos",
+    ),
 ]
 
 
@@ -304,3 +312,33 @@ def test_ta_grpo_presets_for_the_papers_four_models(model):
         check_config(b)
         assert b.actor_rollout_ref.rollout.n == 8 and "ta_grpo" not in b.recipes.methods
         assert b.algorithm.filter_groups.enable == base.endswith("_ds_math")
+
+
+def test_cw_grpo_presets():
+    cfg = compose(["experiment=cw_grpo_open_rs"])
+    check_config(cfg)
+    actor, rollout = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
+    assert actor.policy_loss.loss_mode == "cw_grpo" and "cw_grpo" in cfg.recipes.methods
+    assert (rollout.n, rollout.temperature, actor.optim.lr, cfg.trainer.total_training_steps) == (
+        12,
+        0.7,
+        1e-6,
+        100,
+    )
+    assert (cfg.data.max_prompt_length, cfg.data.max_response_length) == (512, 4096)
+    assert cfg.data.train_batch_size * rollout.n == 192  # 12 per device x 4 devices x 4 accumulation
+    grpo = compose(["experiment=cw_grpo_baseline_grpo_open_rs"])
+    clip = compose(["experiment=cw_grpo_baseline_clip_cov_open_rs"])
+    assert grpo.actor_rollout_ref.actor.policy_loss.loss_mode == "vanilla"
+    assert clip.actor_rollout_ref.actor.policy_loss.loss_mode == "clip_cov"
+    for base in (grpo, clip):
+        check_config(base)
+        assert "cw_grpo" not in base.recipes.methods and base.actor_rollout_ref.rollout.n == 12
+    authors = compose(
+        [
+            "experiment=demo_cpu",
+            "method=[dr_grpo,cw_grpo]",
+            "actor_rollout_ref.actor.policy_loss.loss_mode=cw_grpo-seqlogp-allpos-grad",
+        ]
+    )
+    check_config(authors)

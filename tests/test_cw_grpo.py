@@ -45,7 +45,7 @@ def test_hand_computed_example():
     assert sigma.item() == pytest.approx(math.sqrt(0.2944))
     assert got_c[mask > 0].tolist() == pytest.approx(c)
     assert got[mask > 0].tolist() == pytest.approx(w_tilde)
-    assert got[1, 2].item() == 1.0  # padding
+    assert got[1, 2].item() == pytest.approx(5 / sum(w))  # padding: c = 0, w = 1, times the normalizer
     assert w_tilde == pytest.approx([1.3718, 1.7049, 0.2410, 0.8412, 0.8412], abs=1e-4)
 
     metrics = cw_metrics(got, got_c, sigma, mask)
@@ -223,3 +223,35 @@ def test_names_are_registered_with_verl_and_parsed():
     for bad in ("cw_grpo-grad-seqlogp", "cw_grpo-grad-grad", "cw_grpo-fast", "cwgrpo"):
         with pytest.raises(ValueError, match="not a CW-GRPO loss name"):
             parse_name(bad)
+
+
+def test_bf16_inputs_get_float32_statistics():
+    """verl hands the loss bf16 log-probs on some setups; the weights must still average 1."""
+    log_prob, adv, mask = random_batch(8, b=16, t=64)
+    w, _, _ = cw_weights(log_prob.bfloat16(), adv.bfloat16(), mask)
+    assert w.dtype == torch.float32
+    assert w[mask > 0].mean().item() == pytest.approx(1.0, abs=1e-6)
+
+
+def test_covariance_statistics_on_a_large_batch_against_a_full_sort():
+    """The 0.01%, 1% and 100% means are exact (the top-k prefilter must not change them); the 20%
+    and 40% ones come from a strided sample and are close."""
+    g = torch.Generator().manual_seed(0)
+    c = torch.randn(64, 4096, generator=g) ** 3  # heavy tails, as the paper's Table 1
+    c[:, 3000:] = 0.0  # padding
+    mask = torch.zeros_like(c)
+    mask[:, :3000] = 1
+    metrics = cw_metrics(torch.ones_like(c), c, torch.tensor(1.0), mask)
+    for sign, name in ((1, "pos"), (-1, "neg")):
+        values = (sign * c[mask > 0]).clamp(min=0)
+        values = values[values > 0].sort(descending=True).values.double()
+        for p in (0.01, 1.0, 100.0):
+            k = max(1, round(values.numel() * p / 100))
+            assert metrics[f"cw_grpo/cov_{name}_top_{p:g}pct"] == pytest.approx(
+                sign * values[:k].mean().item(), rel=1e-5
+            )
+        for p in (20.0, 40.0):
+            k = round(values.numel() * p / 100)
+            assert metrics[f"cw_grpo/cov_{name}_top_{p:g}pct"] == pytest.approx(
+                sign * values[:k].mean().item(), rel=0.1
+            )

@@ -1,11 +1,11 @@
 """CW-GRPO's policy loss next to verl's `vanilla` and `clip_cov`, on the same tensors, on the CPU.
 
-    .venv/bin/python scripts/bench/cw_grpo_bench.py [--responses 64] [--tokens 4096] [--repeats 7]
+    .venv/bin/python scripts/bench/cw_grpo_bench.py [--responses 64] [--tokens 4096] [--repeats 41]
 
 Builds one batch (responses x tokens, random lengths from a quarter to all of the tokens, GRPO-style
 advantages constant per response, float32), then for each loss times forward + backward through
-the log-probs (the loss alone: no model), median of --repeats runs after one warm-up, and prints a
-table with the ratio to `vanilla`. Single process, torch's default CPU threads. Writes nothing.
+the log-probs (the loss alone: no model), median of --repeats rounds (the losses take turns within
+a round) after one warm-up, and prints a table with the ratio to `vanilla`. Single process, torch's default CPU threads. Writes nothing.
 """
 
 from __future__ import annotations
@@ -51,29 +51,36 @@ def batch(responses: int, tokens: int, seed: int = 0):
     return old, log_prob, adv, mask
 
 
-def time_loss(name: str, tensors, repeats: int) -> float:
-    fn = get_policy_loss_fn(name)
+def time_once(fn, tensors) -> float:
     old, log_prob, adv, mask = tensors
-    times = []
-    for i in range(repeats + 1):
-        lp = log_prob.clone().requires_grad_(True)
-        t0 = time.perf_counter()
-        loss, _ = fn(old, lp, adv, mask, loss_agg_mode="token-mean", config=Cfg())
-        loss.backward()
-        if i:  # the first run warms up
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    lp = log_prob.clone().requires_grad_(True)
+    t0 = time.perf_counter()
+    loss, _ = fn(old, lp, adv, mask, loss_agg_mode="token-mean", config=Cfg())
+    loss.backward()
+    return time.perf_counter() - t0
+
+
+def time_losses(names: list[str], tensors, repeats: int) -> dict[str, float]:
+    """Median seconds per loss; the losses take turns, so drift in the machine's speed hits all."""
+    fns = {n: get_policy_loss_fn(n) for n in names}
+    for fn in fns.values():  # warm-up
+        time_once(fn, tensors)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for _ in range(repeats):
+        for n, fn in fns.items():
+            times[n].append(time_once(fn, tensors))
+    return {n: statistics.median(t) for n, t in times.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--responses", type=int, default=64)
     parser.add_argument("--tokens", type=int, default=4096)
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=41)
     args = parser.parse_args()
     tensors = batch(args.responses, args.tokens)
     names = ["vanilla", "clip_cov", "cw_grpo", "cw_grpo-seqlogp-allpos-grad"]
-    results = {n: time_loss(n, tensors, args.repeats) for n in names}
+    results = time_losses(names, tensors, args.repeats)
     valid = int(tensors[3].sum())
     print(
         f"{args.responses} responses x {args.tokens} tokens ({valid} valid), forward + backward, "
