@@ -25,7 +25,9 @@ registered.
 Statistics are those of ONE loss call. verl calls the policy loss once per micro-batch
 (`ppo_micro_batch_size_per_gpu`, or the token budget with `use_dynamic_bsz`), per data-parallel
 rank: the means and sigma are micro-batch statistics, so a smaller micro-batch gives noisier
-weights (the paper computes them over its device batch of 12 x 4 responses). Padding and the
+weights and a different set of tokens counts as extreme. The authors' TRL code computes them per
+forward pass of 12 completions per device; the cw_grpo_open_rs preset matches that with fixed
+micro-batches of 12 (dynamic batching, which packs by tokens, would vary the set). Padding and the
 order of samples within a call do not change the result (tested).
 
 Degenerate calls (all advantages equal, a single valid token, sigma = 0) give w~ = 1, i.e.

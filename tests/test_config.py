@@ -327,6 +327,8 @@ def test_cw_grpo_presets():
     )
     assert (cfg.data.max_prompt_length, cfg.data.max_response_length) == (512, 4096)
     assert cfg.data.train_batch_size * rollout.n == 192  # 12 per device x 4 devices x 4 accumulation
+    # the loss's statistics per call of 12 responses, as the authors' per-device forward passes
+    assert not actor.use_dynamic_bsz and actor.ppo_micro_batch_size_per_gpu == 12
     grpo = compose(["experiment=cw_grpo_baseline_grpo_open_rs"])
     clip = compose(["experiment=cw_grpo_baseline_clip_cov_open_rs"])
     assert grpo.actor_rollout_ref.actor.policy_loss.loss_mode == "vanilla"
