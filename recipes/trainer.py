@@ -142,7 +142,8 @@ class RecipesTrainerSync(PPOTrainerSync):
         return keep, data
 
     def _compute_advantage(self, batch, metrics: dict):
-        keep, data = self._sample_fields(batch, ["extra_fields", "responses", "uid"])
+        fields = ["extra_fields", "responses"] + (["uid"] if self.ta is not None else [])
+        keep, data = self._sample_fields(batch, fields)
         every = [_unwrap(v) for v in data["extra_fields"]]
         every = [e if isinstance(e, dict) else {} for e in every]
         extra = [every[i] for i in keep]
