@@ -7,6 +7,7 @@ rollout workers, reward loop), loaded through our `verl.plugins` entry point on 
   reward "math_pool"      rewards/verl_manager.py
   agent loop "recipes_prompt_variants"  recipes/agent_loop.py
   policy losses "cw_grpo[-seqlogp][-allpos][-grad]"  recipes/cw_grpo.py
+  worker ProRLWorker (not a registry: recipes_sync swaps it in)  recipes/prorl.py
 
 Why the platform lives in this module: it must be registered before anything asks verl for its
 platform, and the entry point is the one module that runs first whichever of our modules a

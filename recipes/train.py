@@ -40,6 +40,7 @@ KNOWN_METHODS = {
     "prompt_aug": "method",
     "ta_grpo": "method",
     "cw_grpo": "method",
+    "prorl": "method",
 }
 LOCAL_MODELS = ("tiny", "smollm2_135m")  # built by recipes.models, no hub access
 
@@ -91,6 +92,9 @@ def validate(cfg: DictConfig) -> None:
                 f"actor_rollout_ref.actor.policy_loss.loss_mode={mode}: method cw_grpo needs a CW-GRPO loss, "
                 "cw_grpo[-seqlogp][-allpos][-grad]."
             ) from None
+
+    if "prorl" in methods:
+        _check_prorl(cfg)
 
     n = int(_get(cfg, "actor_rollout_ref.rollout.n"))
     if n < 2:
@@ -163,6 +167,45 @@ def _check_ta_grpo(cfg: DictConfig) -> None:
                 raise ConfigError(f"algorithm.rollout_correction.{key} must be null: {why}.")
         if rc.get("bypass_mode"):
             raise ConfigError(f"algorithm.rollout_correction.bypass_mode must be false: {why}.")
+
+
+def _check_prorl(cfg: DictConfig) -> None:
+    """The reset copies the actor into the reference held by the same FSDP workers (recipes/prorl.py)."""
+    from recipes.prorl import ProRLError, settings_from_config
+
+    try:
+        settings = settings_from_config(cfg)
+    except (ProRLError, TypeError) as e:
+        raise ConfigError(str(e)) from None
+    why = "ProRL resets the reference of the KL loss, held by the actor's workers"
+    if not _get(cfg, "actor_rollout_ref.actor.use_kl_loss"):
+        raise ConfigError(
+            f"actor_rollout_ref.actor.use_kl_loss must be true: {why} (list prorl after the baseline: "
+            "method=[dapo,prorl])."
+        )
+    lora = (
+        _get(cfg, "actor_rollout_ref.model.lora.rank") or _get(cfg, "actor_rollout_ref.model.lora_rank") or 0
+    )
+    if int(lora) > 0 or _get(cfg, "actor_rollout_ref.model.lora_adapter_path"):
+        raise ConfigError(f"actor_rollout_ref.model.lora: {why}; with LoRA the reference is the base model.")
+    for role in ("actor", "ref"):
+        strategy = _get(cfg, f"actor_rollout_ref.{role}.strategy")
+        if strategy not in ("fsdp", "fsdp2"):
+            raise ConfigError(
+                f"actor_rollout_ref.{role}.strategy={strategy}: the ProRL reset supports fsdp and fsdp2."
+            )
+    if not _get(cfg, "actor_rollout_ref.hybrid_engine"):
+        raise ConfigError(f"actor_rollout_ref.hybrid_engine must be true: {why}.")
+    mode = _get(cfg, "trainer.v1.trainer_mode")
+    if mode != "recipes_sync":
+        raise ConfigError(
+            f"trainer.v1.trainer_mode={mode}: ProRL's reset runs in recipes_sync (recipes/trainer.py)."
+        )
+    if settings.watches_validation and int(_get(cfg, "trainer.test_freq") or 0) <= 0:
+        raise ConfigError(
+            f"trainer.test_freq={_get(cfg, 'trainer.test_freq')}: recipes.prorl.val_decline / val_plateau need "
+            "validations (trainer.test_freq > 0)."
+        )
 
 
 def _check_variant_loop(cfg: DictConfig) -> None:

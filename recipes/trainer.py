@@ -20,6 +20,9 @@
 5. TA-GRPO (recipes/ta_grpo.py): the paper's diagnostic metrics `ta_grpo/*` every step, and for
    `groups: per_variant` (TA-GRPO*) each response's uid becomes (question, variant) before the
    advantage, so each variant's G responses are normalized on their own.
+6. ProRL (recipes/prorl.py): the actor workers are `ProRLWorker`s; after each step (and at the
+   start of the step after a validation that fired a trigger) the reset controller may reset the
+   reference and the optimizer; its state and the reference snapshot go with each checkpoint.
 Padding samples (verl duplicates samples to fill data-parallel ranks) are left out of 1, 2 and 4.
 """
 
@@ -27,18 +30,21 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections import Counter, defaultdict
 
 import numpy as np
+import ray
 import transfer_queue as tq
 from omegaconf import open_dict
+from verl.trainer.ppo.utils import Role
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils import tensordict_utils as tu
 from verl.utils.debug import marked_timer
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
-from recipes import ta_grpo
+from recipes import prorl, ta_grpo
 from recipes.agent_loop import EPOCH_KEY
 from rewards.grader import STATUSES
 
@@ -92,8 +98,95 @@ class RecipesTrainerSync(PPOTrainerSync):
         # mode's NAME with "sync"; under "recipes_sync" it would treat this trainer as async.
         with open_dict(config):
             config.trainer.v1.trainer_mode = "sync"
+        self.prorl = prorl.settings_from_config(config)  # read by _init_resource_pool_mgr
+        self.prorl_ctl = prorl.ResetController(self.prorl) if self.prorl else None
+        self._training = False  # validations before training do not feed the ProRL triggers
         super().__init__(config)
         self.ta = ta_grpo.settings_from_config(config)
+
+    def _init_resource_pool_mgr(self):
+        super()._init_resource_pool_mgr()
+        if self.prorl is None:
+            return
+        if Role.ActorRolloutRef not in self.role_worker_mapping:
+            raise prorl.ProRLError(
+                f"ProRL resets a reference held by the actor's workers; this run's roles are "
+                f"{sorted(map(str, self.role_worker_mapping))} (KL loss off, LoRA, or a separate reference)"
+            )
+        self.role_worker_mapping[Role.ActorRolloutRef] = ray.remote(prorl.ProRLWorker)
+
+    # ------------------------------------------------------------------------------ ProRL
+    def on_train_begin(self):
+        super().on_train_begin()
+        self._training = True
+
+    def step(self, metrics: dict, timing_raw: dict):
+        if self.prorl_ctl is None:
+            return super().step(metrics, timing_raw)
+        # a validation trigger of the previous step: reset to that step's weights before rollout
+        early = self.prorl_ctl.take_pending(self.global_steps)
+        if early:
+            self._prorl_reset(self.global_steps - 1, early, timing_raw)
+        batch = super().step(metrics, timing_raw)
+        trigger = self.prorl_ctl.after_step(self.global_steps, metrics)
+        if trigger:
+            self._prorl_reset(self.global_steps, trigger, timing_raw)
+        metrics.update(self.prorl_ctl.metrics(self.global_steps, trigger or early))
+        return batch
+
+    def _prorl_reset(self, step: int, trigger: str, timing_raw: dict) -> None:
+        with marked_timer("prorl_reset", timing_raw, color="purple"):
+            self.actor_rollout_wg.prorl_reset_reference(reset_optimizer=self.prorl.reset_optimizer)
+        kl = self.prorl_ctl.last_kl
+        self.prorl_ctl.record_reset(step, trigger)
+        print(
+            f"[prorl] reset {self.prorl_ctl.state.resets} after step {step}: trigger {trigger}, KL {kl}, "
+            f"optimizer {'re-initialized' if self.prorl.reset_optimizer else 'kept'}, "
+            f"{timing_raw['prorl_reset']:.2f} s",
+            flush=True,
+        )
+
+    def _validate(self, *args, **kwargs):
+        val_metrics = super()._validate(*args, **kwargs)
+        if self.prorl_ctl is not None and self._training and self.prorl.watches_validation:
+            self.prorl_ctl.after_validation(self.global_steps, val_metrics)
+            folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
+            if os.path.isdir(folder):  # this step's checkpoint: record the decision for a resume
+                self.prorl_ctl.save(folder)
+        return val_metrics
+
+    def _save_prorl(self, folder: str) -> None:
+        self.prorl_ctl.save(folder)
+        if self.prorl_ctl.state.resets:
+            self.actor_rollout_wg.prorl_save_reference(folder=os.path.join(folder, prorl.SNAPSHOT_DIR))
+        # verl rotates only the actor/ folder of old checkpoints (max_actor_ckpt_to_keep)
+        root = os.path.dirname(folder)
+        for name in os.listdir(root):
+            old = os.path.join(root, name, prorl.SNAPSHOT_DIR)
+            if (
+                name.startswith("global_step_")
+                and os.path.isdir(old)
+                and not os.path.isdir(os.path.join(root, name, "actor"))
+            ):
+                shutil.rmtree(old, ignore_errors=True)
+
+    def _load_prorl(self, folder: str) -> None:
+        if not self.prorl_ctl.load(folder):
+            self.prorl_ctl.state.last_reset_step = self.global_steps
+            print(
+                f"[prorl] {folder} has no ProRL state: the reference is the initial model, the interval "
+                f"counts from step {self.global_steps}"
+            )
+            return
+        if self.prorl_ctl.state.resets:
+            snapshot = os.path.join(folder, prorl.SNAPSHOT_DIR)
+            if not os.path.isdir(snapshot):
+                raise prorl.ProRLError(
+                    f"{snapshot} is missing: this checkpoint was taken after {self.prorl_ctl.state.resets} "
+                    "reference reset(s), and without the snapshot the reference cannot be restored"
+                )
+            self.actor_rollout_wg.prorl_load_reference(folder=snapshot)
+            print(f"[prorl] reference restored from {snapshot} (reset {self.prorl_ctl.state.resets})")
 
     # ----------------------------------------------------------------- epochs of fetched rows
     def _fetch_one_gen_batch(self):
@@ -117,6 +210,8 @@ class RecipesTrainerSync(PPOTrainerSync):
         with open(path + ".tmp", "w") as f:
             json.dump({"global_steps": self.global_steps, "dataloader_fetches": self._fetches}, f)
         os.replace(path + ".tmp", path)
+        if self.prorl_ctl is not None:
+            self._save_prorl(os.path.dirname(path))
 
     def _load_checkpoint(self):
         super()._load_checkpoint()
@@ -133,6 +228,8 @@ class RecipesTrainerSync(PPOTrainerSync):
                 f"[recipes] {path} missing: assuming {self._fetches} dataloader fetches before step "
                 f"{self.global_steps + 1}"
             )
+        if self.prorl_ctl is not None:
+            self._load_prorl(self._step_folder())
 
     # ---------------------------------------------------------------------------- metrics
     def _sample_fields(self, batch, fields: list[str]):
