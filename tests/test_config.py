@@ -131,6 +131,22 @@ BAD = [
         ["method=[grpo,cw_grpo]", "actor_rollout_ref.actor.policy_loss.loss_mode=cw_grpo-grad-allpos"],
         "loss_mode=cw_grpo-grad-allpos",
     ),
+    # ProRL resets the reference of the KL loss
+    (["method=[prorl,dapo]"], "actor_rollout_ref.actor.use_kl_loss must be true"),
+    (["method=[dapo,prorl]", "+recipes.prorl.every=3"], "recipes.prorl: unknown setting(s) ['every']"),
+    (["method=[dapo,prorl]", "recipes.prorl.kl_patience=0"], "recipes.prorl.kl_patience=0 must be >= 1"),
+    (["method=[dapo,prorl]", "recipes.prorl.val_plateau=2"], "set recipes.prorl.val_metric"),
+    (
+        [
+            "method=[dapo,prorl]",
+            "recipes.prorl.val_plateau=2",
+            "recipes.prorl.val_metric=val-core/x/acc/mean@1",
+        ],
+        "trainer.test_freq=-1: recipes.prorl.val_decline / val_plateau need validations",
+    ),
+    (["method=[dapo,prorl]", "actor_rollout_ref.model.lora_rank=8"], "actor_rollout_ref.model.lora"),
+    (["method=[dapo,prorl]", "actor_rollout_ref.hybrid_engine=false"], "hybrid_engine must be true"),
+    (["method=[dapo,prorl]", "trainer.v1.trainer_mode=sync"], "ProRL's reset runs in recipes_sync"),
 ]
 
 
@@ -344,3 +360,23 @@ def test_cw_grpo_presets():
         ]
     )
     check_config(authors)
+
+
+def test_prorl_method_and_preset():
+    cfg = compose(["experiment=demo_cpu", "method=[dapo,prorl]"])
+    check_config(cfg)
+    actor = cfg.actor_rollout_ref.actor
+    # the KL term of the report: k3, beta 1e-4, on top of DAPO (which had switched it off)
+    assert (actor.use_kl_loss, actor.kl_loss_type, actor.kl_loss_coef) == (True, "low_var_kl", 1e-4)
+    assert actor.clip_ratio_high == 0.28 and cfg.recipes.prorl.reset_every == 200
+
+    cfg = compose(["experiment=prorl_deepseek_r1_distill_qwen_1_5b"])
+    actor, rollout = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
+    assert (actor.clip_ratio_low, actor.clip_ratio_high, actor.kl_loss_coef) == (0.2, 0.4, 1e-4)
+    assert cfg.algorithm.filter_groups.enable and rollout.n == 16 and rollout.temperature == 1.2
+    assert (cfg.data.train_batch_size, actor.ppo_mini_batch_size) == (256, 64)
+    assert (actor.optim.lr, actor.optim.lr_scheduler_type) == (2e-6, "constant")
+    assert cfg.data.max_prompt_length + cfg.data.max_response_length == 8096
+    assert cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node == 32
+    assert cfg.recipes.prorl.val_metric == "val-core/math500/acc/mean@1" and cfg.trainer.test_freq > 0
+    assert cfg.actor_rollout_ref.model.path == "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"

@@ -8,6 +8,7 @@ Skip locally with `make test-fast` (or `-m "not e2e"`).
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -314,3 +315,65 @@ def test_cw_grpo_trains_and_logs_its_weights(methods, cache, tmp_path):
         assert d["actor/cw_grpo/cov_neg_top_0.01pct"] <= d["actor/cw_grpo/cov_neg_top_100pct"] <= 0
         if "prompt_aug" in methods:
             assert any(k.startswith("template/") for k in d)
+
+
+# -------------------------------------------------------------------------------------- ProRL
+PRORL = (
+    "recipes.prorl.reset_every=2",
+    # greedy rollouts (top-k 1): a resumed step regenerates the uninterrupted run's responses, so
+    # its KL can be compared number for number
+    "actor_rollout_ref.rollout.top_k=1",
+    # an entropy bonus moves the policy even on steps whose rewards are all equal (no advantage)
+    "actor_rollout_ref.actor.entropy_coeff=0.01",
+    "actor_rollout_ref.actor.optim.lr=1e-3",
+    "actor_rollout_ref.actor.kl_loss_coef=0.001",
+)
+
+
+def test_prorl_resets_the_reference_and_resumes_with_it(cache, tmp_path):
+    """method=[grpo,prorl], a reset every 2 steps over 6 through verl's trainer: the KL to the
+    reference is 0 on the step after each reset and above 0 between; the snapshot in each
+    checkpoint is the actor of that step; a run resumed from step 3 (after the reset at step 2)
+    computes step 4's KL against the same reference as the uninterrupted run."""
+    out = tmp_path / "uninterrupted"
+    proc = train(cache, out, "grpo,prorl", 6, *PRORL)
+    records = check_run(cache, out, proc, [1, 2, 3, 4, 5, 6])
+    kl = {r["step"]: r["data"]["actor/kl_loss"] for r in records}
+    assert kl[1] == 0.0  # the reference starts as the initial model, which step 1 trains from
+    for step in (3, 5):  # reset after steps 2 and 4: the reference is the policy that samples
+        assert abs(kl[step]) < 1e-9, kl
+    for step in (2, 4, 6):  # one update away from the reference
+        assert kl[step] > 1e-6, kl
+    assert [r["data"]["prorl/resets"] for r in records] == [0, 1, 1, 2, 2, 3]
+    assert [r["data"]["prorl/reset"] for r in records] == [0, 1, 0, 1, 0, 1]
+    for r in records[1::2]:
+        assert r["data"]["prorl/reset_trigger/interval"] == 1.0
+        assert r["data"]["prorl/reset_kl"] == kl[r["step"]]
+        assert r["data"]["timing_s/prorl_reset"] > 0
+    logs = proc.stdout + proc.stderr
+    assert "[prorl] reset 2 after step 4: trigger interval" in logs
+
+    ckpt = out / "checkpoints"
+    assert not (ckpt / "global_step_1" / "prorl_reference").exists()  # no reset yet: the model path
+    state = json.loads((ckpt / "global_step_6" / "prorl_state.json").read_text())
+    assert state["resets"] == 3 and [h["step"] for h in state["history"]] == [2, 4, 6]
+    for step in (2, 4):  # the snapshot is the actor the reference was reset to
+        snapshot = torch.load(ckpt / f"global_step_{step}" / "prorl_reference" / "rank_0.pt")["shards"]
+        actor = weights(ckpt / f"global_step_{step}" / "actor" / "huggingface")
+        common = sorted(set(snapshot) & set(actor))
+        assert len(common) >= len(actor) - 1, (sorted(snapshot)[:3], sorted(actor)[:3])  # lm_head tied
+        for k in common:
+            assert torch.equal(snapshot[k].float(), actor[k].float()), (step, k)
+
+    # interrupted after step 3: a fresh launch resumes from that checkpoint
+    resumed = tmp_path / "resumed"
+    (resumed / "checkpoints").mkdir(parents=True)
+    for step in (1, 2, 3):
+        shutil.copytree(ckpt / f"global_step_{step}", resumed / "checkpoints" / f"global_step_{step}")
+    (resumed / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("3")
+    proc = train(cache, resumed, "grpo,prorl", 6, *PRORL)
+    again = check_run(cache, resumed, proc, [4, 5, 6])
+    assert "reference restored from" in proc.stdout + proc.stderr
+    assert prompts_at(resumed, 4) == prompts_at(out, 4)
+    assert again[0]["data"]["actor/kl_loss"] == pytest.approx(kl[4], rel=1e-6)
+    assert [r["data"]["prorl/resets"] for r in again] == [2, 2, 3]
