@@ -32,7 +32,8 @@ it at three levels.
 Metrics every step: prorl/resets (total so far), prorl/reset (1 on a step that reset),
 prorl/reset_kl (the KL of the step before the reset), prorl/reset_trigger/<name> (1 for the
 trigger that fired), prorl/steps_since_reset, prorl/kl_streak, prorl/suppressed;
-timing_s/prorl_reset is the reset's wall time.
+timing_s/prorl_reset is the reset's wall time and timing_s/prorl_snapshot the snapshot's share of
+timing_s/save_checkpoint.
 """
 
 from __future__ import annotations

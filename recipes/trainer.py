@@ -158,7 +158,8 @@ class RecipesTrainerSync(PPOTrainerSync):
     def _save_prorl(self, folder: str) -> None:
         self.prorl_ctl.save(folder)
         if self.prorl_ctl.state.resets:
-            self.actor_rollout_wg.prorl_save_reference(folder=os.path.join(folder, prorl.SNAPSHOT_DIR))
+            with marked_timer("prorl_snapshot", self.timing_raw, color="purple"):
+                self.actor_rollout_wg.prorl_save_reference(folder=os.path.join(folder, prorl.SNAPSHOT_DIR))
         # verl rotates only the actor/ folder of old checkpoints (max_actor_ckpt_to_keep)
         root = os.path.dirname(folder)
         for name in os.listdir(root):
