@@ -377,3 +377,35 @@ def test_prorl_resets_the_reference_and_resumes_with_it(cache, tmp_path):
     assert prompts_at(resumed, 4) == prompts_at(out, 4)
     assert again[0]["data"]["actor/kl_loss"] == pytest.approx(kl[4], rel=1e-6)
     assert [r["data"]["prorl/resets"] for r in again] == [2, 2, 3]
+
+
+def test_prorl_validation_plateau_resets_at_the_start_of_the_next_step(cache, tmp_path):
+    """A validation trigger through verl's trainer, on a metric that never improves (the format
+    score, 0 without templates): validation 1 sets the best, validation 2 fires `val_plateau`,
+    the reset happens before step 3's rollout (KL 0 at step 3), the reset re-bases the best
+    (validation 3), validation 4 fires again and is stored as pending in checkpoint 4. The
+    decline trigger watches the same constant metric and must not fire."""
+    out = tmp_path / "plateau"
+    proc = train(
+        cache,
+        out,
+        "grpo,prorl",
+        4,
+        "recipes.prorl.reset_every=0",
+        "recipes.prorl.val_metric=val-aux/toy_arithmetic/format_score/mean@1",
+        "recipes.prorl.val_plateau=1",
+        "recipes.prorl.val_decline=0.0",
+        "trainer.test_freq=1",
+        "actor_rollout_ref.actor.entropy_coeff=0.01",  # moves the policy even if step 1's rewards tie
+    )
+    records = check_run(cache, out, proc, [1, 2, 3, 4])
+    assert [r["data"]["prorl/reset"] for r in records] == [0, 0, 1, 0]
+    assert records[2]["data"]["prorl/reset_trigger/val_plateau"] == 1.0
+    assert records[2]["data"]["actor/kl_loss"] == 0.0 and records[1]["data"]["actor/kl_loss"] > 0
+    assert not any("prorl/reset_trigger/val_decline" in r["data"] for r in records)
+    ckpt = out / "checkpoints"
+    # the decision of validation 2 was written into checkpoint 2 (saved before that validation)
+    assert json.loads((ckpt / "global_step_2" / "prorl_state.json").read_text())["pending"] == "val_plateau"
+    last = json.loads((ckpt / "global_step_4" / "prorl_state.json").read_text())
+    assert last["pending"] == "val_plateau" and last["resets"] == 1
+    assert [h["step"] for h in last["history"]] == [2]  # the reset took step 2's weights
