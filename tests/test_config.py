@@ -380,3 +380,19 @@ def test_prorl_method_and_preset():
     assert cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node == 32
     assert cfg.recipes.prorl.val_metric == "val-core/math500/acc/mean@1" and cfg.trainer.test_freq > 0
     assert cfg.actor_rollout_ref.model.path == "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
+
+
+@pytest.mark.parametrize("baseline", ["grpo", "dapo", "dr_grpo"])
+def test_all_four_methods_compose_on_every_baseline(baseline):
+    cfg = compose(
+        [
+            "experiment=demo_cpu_ta_grpo",
+            f"method=[{baseline},prompt_aug,ta_grpo,cw_grpo,prorl]",
+            "data.max_prompt_length=320",
+        ]
+    )
+    check_config(cfg)
+    assert set(cfg.recipes.methods) == {baseline, "prompt_aug", "ta_grpo", "cw_grpo", "prorl"}
+    actor = cfg.actor_rollout_ref.actor
+    assert actor.policy_loss.loss_mode == "cw_grpo" and actor.use_kl_loss and actor.kl_loss_coef == 1e-4
+    assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "recipes_prompt_variants"

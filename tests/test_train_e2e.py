@@ -409,3 +409,26 @@ def test_prorl_validation_plateau_resets_at_the_start_of_the_next_step(cache, tm
     last = json.loads((ckpt / "global_step_4" / "prorl_state.json").read_text())
     assert last["pending"] == "val_plateau" and last["resets"] == 1
     assert [h["step"] for h in last["history"]] == [2]  # the reset took step 2's weights
+
+
+def test_all_four_methods_train_together(cache, tmp_path):
+    """method=[grpo,prompt_aug,ta_grpo,cw_grpo,prorl] through verl's trainer: every method's
+    metrics are there (templates, TA-GRPO diagnostics, CW-GRPO weights, ProRL resets), and the
+    reset after step 1 makes step 2's KL 0."""
+    out = tmp_path / "all_four"
+    proc = train(
+        cache,
+        out,
+        "grpo,prompt_aug,ta_grpo,cw_grpo,prorl",
+        2,
+        "data.max_prompt_length=320",
+        "recipes.prorl.reset_every=1",
+    )
+    records = check_run(cache, out, proc, [1, 2])
+    for r in records:
+        d = r["data"]
+        assert any(k.startswith("template/") for k in d)
+        assert 0.0 <= d["ta_grpo/pooled_uniform_frac"] <= 1.0
+        assert d["actor/cw_grpo/weight_mean"] == pytest.approx(1.0, abs=1e-5)
+        assert d["prorl/reset"] == 1.0
+    assert records[1]["data"]["actor/kl_loss"] == 0.0 and records[1]["data"]["prorl/resets"] == 2.0
