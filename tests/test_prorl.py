@@ -226,3 +226,21 @@ def test_worker_reference_snapshot_round_trip(probe):
     assert snap["files"] == ["rank_0.pt"]
     assert snap["moved"] > 1e-3 and snap["restored"] == 0.0
     assert "same number of GPUs" in snap["wrong_world_error"]
+
+
+def test_snapshots_of_rotated_checkpoints_are_deleted(tmp_path):
+    """verl's max_actor_ckpt_to_keep removes only a checkpoint's actor/ folder; the reference
+    snapshot of such a step goes with it, the other steps' snapshots stay."""
+    from recipes.trainer import RecipesTrainerSync
+
+    trainer = RecipesTrainerSync.__new__(RecipesTrainerSync)
+    trainer.prorl = ProRLSettings(reset_every=2)
+    trainer.prorl_ctl = ResetController(trainer.prorl)  # no reset yet: no worker call
+    for step, has_actor in ((2, False), (4, True), (6, True)):
+        (tmp_path / f"global_step_{step}" / "prorl_reference").mkdir(parents=True)
+        if has_actor:
+            (tmp_path / f"global_step_{step}" / "actor").mkdir()
+    trainer._save_prorl(str(tmp_path / "global_step_6"))
+    assert not (tmp_path / "global_step_2" / "prorl_reference").exists()
+    assert (tmp_path / "global_step_4" / "prorl_reference").is_dir()
+    assert (tmp_path / "global_step_6" / "prorl_state.json").is_file()
