@@ -161,14 +161,11 @@ class RecipesTrainerSync(PPOTrainerSync):
             with marked_timer("prorl_snapshot", self.timing_raw, color="purple"):
                 self.actor_rollout_wg.prorl_save_reference(folder=os.path.join(folder, prorl.SNAPSHOT_DIR))
         # verl rotates only the actor/ folder of old checkpoints (max_actor_ckpt_to_keep)
-        root = os.path.dirname(folder)
+        root, current = os.path.split(folder)
         for name in os.listdir(root):
             old = os.path.join(root, name, prorl.SNAPSHOT_DIR)
-            if (
-                name.startswith("global_step_")
-                and os.path.isdir(old)
-                and not os.path.isdir(os.path.join(root, name, "actor"))
-            ):
+            rotated = not os.path.isdir(os.path.join(root, name, "actor"))
+            if name.startswith("global_step_") and name != current and rotated and os.path.isdir(old):
                 shutil.rmtree(old, ignore_errors=True)
 
     def _load_prorl(self, folder: str) -> None:
@@ -204,15 +201,17 @@ class RecipesTrainerSync(PPOTrainerSync):
         return os.path.join(root, f"global_step_{self.global_steps}")
 
     def _save_checkpoint(self):
-        super()._save_checkpoint()
-        path = os.path.join(
-            self.config.trainer.default_local_dir, f"global_step_{self.global_steps}", STATE_FILE
-        )
+        # ours first: verl writes latest_checkpointed_iteration.txt last, so a save interrupted
+        # anywhere leaves the tracker on the previous, complete checkpoint
+        folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, STATE_FILE)
         with open(path + ".tmp", "w") as f:
             json.dump({"global_steps": self.global_steps, "dataloader_fetches": self._fetches}, f)
         os.replace(path + ".tmp", path)
         if self.prorl_ctl is not None:
-            self._save_prorl(os.path.dirname(path))
+            self._save_prorl(folder)
+        super()._save_checkpoint()
 
     def _load_checkpoint(self):
         super()._load_checkpoint()

@@ -236,11 +236,12 @@ def test_snapshots_of_rotated_checkpoints_are_deleted(tmp_path):
     trainer = RecipesTrainerSync.__new__(RecipesTrainerSync)
     trainer.prorl = ProRLSettings(reset_every=2)
     trainer.prorl_ctl = ResetController(trainer.prorl)  # no reset yet: no worker call
-    for step, has_actor in ((2, False), (4, True), (6, True)):
+    for step, has_actor in ((2, False), (4, True), (6, False)):  # 6: being saved, verl writes actor/ next
         (tmp_path / f"global_step_{step}" / "prorl_reference").mkdir(parents=True)
         if has_actor:
             (tmp_path / f"global_step_{step}" / "actor").mkdir()
     trainer._save_prorl(str(tmp_path / "global_step_6"))
     assert not (tmp_path / "global_step_2" / "prorl_reference").exists()
     assert (tmp_path / "global_step_4" / "prorl_reference").is_dir()
+    assert (tmp_path / "global_step_6" / "prorl_reference").is_dir()
     assert (tmp_path / "global_step_6" / "prorl_state.json").is_file()
