@@ -151,17 +151,7 @@ def evaluate(
 
     benches = [bm.load(name, data_dir, limit) for name in benchmarks]  # fail before loading a model
     out.mkdir(parents=True, exist_ok=True)
-    settings = {
-        "model": str(model_path),
-        "template": template,
-        "decoding": decoding.mode,
-        "max_new_tokens": decoding.max_new_tokens,
-        "max_model_len": decoding.max_model_len,
-        "grading": grading,
-        "backend": backend,
-    }
-    if decoding.mode == "sample":
-        settings.update(temperature=decoding.temperature, top_p=decoding.top_p, seed=decoding.seed)
+    settings = sample_settings(model_path, template, decoding, grading, backend)
     check_config(out, settings)
     store = SampleStore(out)
 
@@ -268,7 +258,10 @@ def evaluate(
         bar.close()
         engine.close()
 
-    summary = summarize(store, benches, runs, ks, settings)
+    full = summary_settings(
+        model_path, benchmarks, data_dir, limit, template, decoding, runs, ks, grading, backend
+    )
+    summary = summarize(store, benches, full)
     atomic_write_json(out / SUMMARY, summary)
     table = format_table(summary)
     atomic_write_text(out / TABLE, table)
@@ -280,9 +273,53 @@ def evaluate(
     return summary
 
 
-def summarize(store: SampleStore, benches: list, runs: int, ks: Sequence[int], settings: dict) -> dict:
+def sample_settings(model_path: Path, template: str, decoding: Decoding, grading: str, backend: str) -> dict:
+    """The settings that decide what a sample is (OUT/config.json; a resume must match them)."""
+    settings = {
+        "model": str(Path(model_path).resolve()),
+        "template": template,
+        "decoding": decoding.mode,
+        "max_new_tokens": decoding.max_new_tokens,
+        "max_model_len": decoding.max_model_len,
+        "grading": grading,
+        "backend": backend,
+    }
+    if decoding.mode == "sample":
+        settings.update(temperature=decoding.temperature, top_p=decoding.top_p, seed=decoding.seed)
+    return settings
+
+
+def summary_settings(
+    model: str | os.PathLike,
+    benchmarks: Sequence[str] = bm.DEFAULT_SUITE,
+    data_dir: str | os.PathLike | None = None,
+    limit: int | None = None,
+    template: str = "qwen-math",
+    decoding: Decoding | None = None,
+    runs: int | None = None,
+    ks: Sequence[int] = (),
+    grading: str = "boxed",
+    backend: str = "hf",
+    **_: object,
+) -> dict:
+    """summary.json's `settings`: the sample settings plus what was evaluated (same arguments as
+    `evaluate`; eval.iterate uses it to skip a step already evaluated with these settings)."""
+    decoding = decoding or Decoding()
+    runs = runs or (5 if decoding.mode == "greedy" else 32)
+    return {
+        **sample_settings(Path(model), template, decoding, grading, backend),
+        "runs": runs,
+        "k": sorted(set(ks)),
+        "benchmarks": list(benchmarks),
+        "data_dir": str(Path(data_dir).resolve()) if data_dir is not None else None,
+        "limit": limit,
+    }
+
+
+def summarize(store: SampleStore, benches: list, settings: dict) -> dict:
     """summary.json: settings, per-benchmark numbers (only for a benchmark whose samples are all
     there), and the averages (only when every benchmark is complete)."""
+    runs, ks = settings["runs"], settings["k"]
     per_bench = {}
     correct: dict[str, dict[str, list[int]]] = {}
     for b in benches:
@@ -310,7 +347,7 @@ def summarize(store: SampleStore, benches: list, runs: int, ks: Sequence[int], s
     summary = {
         "model": settings["model"],
         "complete": complete,
-        "settings": {**settings, "runs": runs, "k": list(ks), "benchmarks": [b.name for b in benches]},
+        "settings": settings,
         "benchmarks": per_bench,
         "per_benchmark_average": None,
         "per_question_average": None,
