@@ -30,7 +30,7 @@ Exit status: 0 all selected steps evaluated; 1 some checkpoints were incomplete 
 settings or a failed evaluation.
 
 Hardware: as eval.run (a GPU with vLLM, or transformers on a CPU for small models); conversion is
-CPU work. Time per step = conversion (seconds to a minute) + one evaluation.
+CPU work. Time per step = conversion + one evaluation + ~5-10 s starting the child process.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ it is seeded, but a resumed run draws its missing samples afresh.
 
 Hardware: `--backend vllm` (default when vLLM is installed and a GPU is visible) runs one vLLM
 engine on the GPU(s) for all benchmarks and repeats, all prompts of a repeat in one generate call;
-a 1.5B model takes minutes per repeat of the 1,560 questions on one H100. `--backend hf` runs
+(not timed here: the machine this was written on has no GPU). `--backend hf` runs
 transformers `generate` in batches, on a CPU (the tests; small models only) or a GPU.
 """
 
@@ -134,7 +134,10 @@ def evaluate(
     model_path = Path(model).resolve()
     out = Path(out).resolve()
     if not (model_path / "config.json").is_file():
-        raise EvalError(f"--model {model_path}: not a HuggingFace model folder (no config.json)")
+        raise EvalError(
+            f"--model {model_path}: not a HuggingFace model folder (no config.json); convert a verl "
+            "checkpoint first: python -m eval.convert CHECKPOINT_ROOT (or use python -m eval.iterate)"
+        )
     if out == model_path or model_path in out.parents:
         raise EvalError(f"--out {out} is inside the model folder {model_path}: results go elsewhere")
     check_template(template)
