@@ -21,8 +21,8 @@ At the end it prints the table and the best step by each average (ties: the earl
 
 --watch keeps polling CHECKPOINT_ROOT (every --poll-s seconds) for new checkpoints of a run still
 training. A step is taken once verl's tracker `latest_checkpointed_iteration.txt` has reached it (so
-a checkpoint being written is not reported as broken). It stops after --until-step is evaluated, or
-after --idle-exit-s seconds without a new checkpoint.
+a checkpoint being written is not reported as broken). It stops after --until-step is evaluated (or
+every step given with --steps), or after --idle-exit-s seconds without a new checkpoint.
 
 Defaults: HF_ROOT = hf/ and RESULTS_ROOT = eval/ beside CHECKPOINT_ROOT (for a recipes.train run:
 outputs/<project>/<experiment>/{hf,eval}), never inside a checkpoint or model folder.
@@ -193,7 +193,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     results_root = Path(args.results_root).resolve() if args.results_root else default_results_root(root)
     try:
         kwargs = eval_kwargs(args)
-        kwargs["progress"] = kwargs["progress"] and sys.stderr.isatty()
         for name in kwargs["benchmarks"]:  # fail on a bad benchmark name now, not after a conversion
             if kwargs["data_dir"] is None and name not in bm.SPECS:
                 raise EvalError(
@@ -265,6 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.watch:
             break
         if args.until_step is not None and any(s >= args.until_step for s in handled if s not in failed):
+            break
+        if args.steps and set(args.steps) <= handled:
             break
         if time.monotonic() - idle_since > args.idle_exit_s:
             print(f"[iterate] no new checkpoint for {args.idle_exit_s:.0f} s; stopping", flush=True)

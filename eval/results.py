@@ -139,7 +139,7 @@ class SampleStore:
         records = [r for r in records if (r["benchmark"], r["question_id"], r["repeat"]) not in self.records]
         if not records:
             return
-        blob = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+        blob = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records).encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "ab") as f:
             f.write(blob)
@@ -199,7 +199,8 @@ def format_table(summary: dict) -> str:
         + (f" (temperature {s['temperature']}, top-p {s['top_p']})" if s["decoding"] == "sample" else "")
         + f", {runs} {'repeats' if s['decoding'] == 'greedy' else 'samples'} per question, template {s['template']},"
         f" max {s['max_new_tokens']} new tokens, model length {s['max_model_len']}, grading {s['grading']},"
-        f" backend {s['backend']}. Accuracy in %; std/min/max over the {runs} runs."
+        f" backend {s['backend']}. In %, except questions and tokens (mean response length); std, min, max"
+        f" over the {runs} runs."
     )
     status = (
         ""

@@ -131,6 +131,7 @@ def evaluate(
     from transformers import AutoTokenizer
 
     decoding = decoding or Decoding()
+    benchmarks = list(dict.fromkeys(benchmarks))
     model_path = Path(model).resolve()
     out = Path(out).resolve()
     if not (model_path / "config.json").is_file():
@@ -220,41 +221,12 @@ def evaluate(
             for chunk in _chunks(units, chunk_size or engine.chunk_size):
                 n = len(chunk[0][1])
                 gens = engine.generate([prompts[key] for key, _ in chunk], decoding, n=n)
-                records = []
-                for bench_name in {key[0] for key, _ in chunk}:
-                    kind = by_name[bench_name].kind
-                    flat = [
-                        (key, r, g)
-                        for (key, reps), outs in zip(chunk, gens, strict=True)
-                        if key[0] == bench_name
-                        for r, g in zip(reps, outs, strict=True)
-                    ]
-                    graded = grade_responses(
-                        kind,
-                        [g.text for _, _, g in flat],
-                        [questions[key] for key, _, _ in flat],
-                        grading,
-                        grader,
-                    )
-                    for (key, r, g), res in zip(flat, graded, strict=True):
-                        q = questions[key]
-                        records.append(
-                            {
-                                "benchmark": key[0],
-                                "question_id": key[1],
-                                "repeat": r,
-                                "prompt_sha": prompt_sha(prompts[key]),
-                                "response": g.text,
-                                "pred": res["pred"],
-                                "correct": bool(res["acc"]),
-                                "status": res["status"],
-                                "tokens": g.tokens,
-                                "finish": g.finish,
-                                "answer": q.answer
-                                if isinstance(q.answer, str | int | float | list)
-                                else str(q.answer),
-                            }
-                        )
+                flat = [
+                    (key, r, g)
+                    for (key, reps), outs in zip(chunk, gens, strict=True)
+                    for r, g in zip(reps, outs, strict=True)
+                ]
+                records = _grade(flat, by_name, questions, prompts, grading, grader)
                 store.append(records)
                 generated += len(records)
                 bar.update(len(records))
@@ -274,6 +246,38 @@ def evaluate(
     if not quiet:
         print(table, flush=True)
     return summary
+
+
+def _grade(flat: list, by_name: dict, questions: dict, prompts: dict, grading: str, grader) -> list[dict]:
+    """Sample records (eval/results.py) of generations `flat` = [((benchmark, qid), repeat, Generation)],
+    graded one benchmark at a time (its kind decides math or letter grading)."""
+    records = []
+    for bench in dict.fromkeys(key[0] for key, _, _ in flat):
+        mine = [(key, r, g) for key, r, g in flat if key[0] == bench]
+        graded = grade_responses(
+            by_name[bench].kind,
+            [g.text for _, _, g in mine],
+            [questions[k] for k, _, _ in mine],
+            grading,
+            grader,
+        )
+        for (key, r, g), res in zip(mine, graded, strict=True):
+            records.append(
+                {
+                    "benchmark": bench,
+                    "question_id": key[1],
+                    "repeat": r,
+                    "prompt_sha": prompt_sha(prompts[key]),
+                    "response": g.text,
+                    "pred": res["pred"],
+                    "correct": bool(res["acc"]),
+                    "status": res["status"],
+                    "tokens": g.tokens,
+                    "finish": g.finish,
+                    "answer": questions[key].answer,
+                }
+            )
+    return records
 
 
 def sample_settings(model_path: Path, template: str, decoding: Decoding, grading: str, backend: str) -> dict:
