@@ -143,9 +143,18 @@ def steps_table(rows: list[dict], root: Path) -> str:
     return text
 
 
-def write_run_outputs(results_root: Path, checkpoint_root: Path, failed: dict[int, str]) -> str | None:
-    """steps.md, steps.json and the plot from every evaluated step; returns the table text."""
-    rows = step_rows(results_root)
+def write_run_outputs(
+    results_root: Path, checkpoint_root: Path, failed: dict[int, str], kwargs: dict
+) -> str | None:
+    """steps.md, steps.json and the plot from every step evaluated with these settings (`kwargs`
+    of eval.run.evaluate; steps evaluated otherwise are left out, saying so); returns the table."""
+    every = step_rows(results_root)
+    rows = [r for r in every if r["summary"]["settings"] == summary_settings(r["model"], **kwargs)]
+    if len(rows) < len(every):
+        other = sorted(set(r["step"] for r in every) - set(r["step"] for r in rows))
+        print(
+            f"[iterate] steps {other} in {results_root} were evaluated with other settings: not in the table"
+        )
     if not rows:
         return None
     table = steps_table(rows, checkpoint_root)
@@ -258,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"per-question average {pct(avg_q['accuracy']['mean'])}",
                 flush=True,
             )
-            write_run_outputs(results_root, root, failed)
+            write_run_outputs(results_root, root, failed, kwargs)
         if progress:
             idle_since = time.monotonic()
         if not args.watch:
@@ -272,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             break
         time.sleep(args.poll_s)
 
-    table = write_run_outputs(results_root, root, failed)
+    table = write_run_outputs(results_root, root, failed, kwargs)
     if table is None:
         print(f"[iterate] no step evaluated under {root}", file=sys.stderr)
         return 1 if failed else 2
