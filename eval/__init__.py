@@ -1,0 +1,10 @@
+"""Evaluation: checkpoints converted to HuggingFace and scored on the math benchmarks.
+
+    python -m eval.run --model PATH [...]          one model, the paper's five benchmarks (eval/run.py)
+    python -m eval.iterate CHECKPOINT_ROOT [...]   every checkpoint of a run: convert, evaluate, plot
+    python -m eval.convert CHECKPOINT_ROOT [...]   conversion only (verl's model merger)
+
+Modules: `metrics` (pass@k, averages), `benchmarks` (loaders), `grading` (math and letter grading),
+`backends` (vLLM and transformers behind one interface), `results` (resumable sample store,
+summary, table), `convert`, `plot`. The commands and the table they print: docs/eval.md.
+"""

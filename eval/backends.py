@@ -1,0 +1,249 @@
+"""Generation backends behind one interface: vLLM on GPUs, transformers `generate` on a CPU (or GPU).
+
+    backend.generate(prompts, decoding, n) -> one list of n `Generation`s per prompt
+
+`prompts` are token-id lists (the rendered template, tokenized once by the caller with no added
+special tokens: the chat template already wrote any BOS), so both backends see exactly the same
+tokens. A backend is built once per model (`make_backend`) and serves every benchmark and repeat.
+
+vLLM (`VLLMBackend`): one `vllm.LLM` engine for the model's whole evaluation; each `generate` call
+hands all its prompts to one `LLM.generate`, which schedules them itself. Each prompt may generate
+up to min(max_new_tokens, max_model_len - prompt length) tokens.
+
+transformers (`HFBackend`): prompts sorted by length, left-padded batches of `batch_size`, one
+`model.generate` per batch. A batch may generate up to min(max_new_tokens, max_model_len - its
+longest prompt) tokens (so a short prompt in a batch with a long one can get a few fewer tokens than
+on vLLM; with the default settings, 3,000 new tokens in a 4,096 context, only prompts over 1,096
+tokens are affected). Greedy decoding here is deterministic: repeats give identical text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+DecodingMode = Literal["greedy", "sample"]
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How responses are decoded. Defaults: the prompt-augmentation paper's greedy evaluation
+    (3,000 new tokens, model length 4,096; METHODS.md section 1)."""
+
+    mode: DecodingMode = "greedy"
+    temperature: float = 0.6  # sample mode only
+    top_p: float = 0.95  # sample mode only
+    max_new_tokens: int = 3000
+    max_model_len: int = 4096
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.mode not in ("greedy", "sample"):
+            raise ValueError(f"decoding mode must be greedy or sample, got {self.mode!r}")
+        if self.max_new_tokens < 1 or self.max_model_len < 2:
+            raise ValueError(f"need max_new_tokens >= 1 and max_model_len >= 2, got {self}")
+        if self.mode == "sample" and not (self.temperature > 0 and 0 < self.top_p <= 1):
+            raise ValueError(f"sampling needs temperature > 0 and 0 < top_p <= 1, got {self}")
+
+
+@dataclass(frozen=True)
+class Generation:
+    text: str
+    tokens: int  # generated tokens, the end-of-sequence token included when there is one
+    finish: str  # "stop" (end of sequence) or "length" (hit the token limit)
+
+
+class PromptTooLong(ValueError):
+    """A prompt leaves no room for a single new token within max_model_len."""
+
+
+class Backend(Protocol):
+    name: str
+    tokenizer: object
+    chunk_size: int | None  # prompts per generate call the caller should use (None: all at once)
+
+    def generate(
+        self, prompts: Sequence[list[int]], decoding: Decoding, n: int = 1
+    ) -> list[list[Generation]]: ...
+
+    def close(self) -> None: ...
+
+
+def _budget(prompt_len: int, decoding: Decoding) -> int:
+    room = decoding.max_model_len - prompt_len
+    if room < 1:
+        raise PromptTooLong(
+            f"a prompt of {prompt_len} tokens leaves no room in max_model_len={decoding.max_model_len}; "
+            "raise --max-model-len"
+        )
+    return min(decoding.max_new_tokens, room)
+
+
+class HFBackend:
+    """transformers `generate`, batched. `dtype` float32 by default: bf16 matmuls are slow or
+    inexact on most CPUs (verl's merger writes bf16 weights; they are upcast on load)."""
+
+    name = "hf"
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        batch_size: int = 8,
+        dtype: str = "float32",
+        device: str | None = None,
+        seed: int = 0,
+    ):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        torch.manual_seed(seed)  # sampling draws from torch's generator
+        self.batch_size = batch_size
+        self.chunk_size = batch_size
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+        torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
+        self.model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch_dtype).to(self.device)
+        self.model.eval()
+        gen = self.model.generation_config
+        eos = gen.eos_token_id if gen.eos_token_id is not None else self.tokenizer.eos_token_id
+        self.eos_ids = (set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.eos_token_id}) - {None}
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else next(iter(self.eos_ids))
+
+    def _decode(self, new_ids: list[int]) -> Generation:
+        for i, t in enumerate(new_ids):
+            if t in self.eos_ids:
+                return Generation(self.tokenizer.decode(new_ids[:i], skip_special_tokens=True), i + 1, "stop")
+        return Generation(self.tokenizer.decode(new_ids, skip_special_tokens=True), len(new_ids), "length")
+
+    def generate(
+        self, prompts: Sequence[list[int]], decoding: Decoding, n: int = 1
+    ) -> list[list[Generation]]:
+        import torch
+        from transformers import GenerationConfig
+
+        out: list[list[Generation] | None] = [None] * len(prompts)
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            longest = max(len(prompts[i]) for i in idx)
+            budget = _budget(longest, decoding)
+            ids = torch.full((len(idx), longest), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(idx), longest), dtype=torch.long)
+            for row, i in enumerate(idx):
+                p = prompts[i]
+                ids[row, longest - len(p) :] = torch.tensor(p, dtype=torch.long)
+                mask[row, longest - len(p) :] = 1
+            sample = decoding.mode == "sample"
+            config = GenerationConfig(
+                max_new_tokens=budget,
+                do_sample=sample,
+                temperature=decoding.temperature if sample else None,
+                top_p=decoding.top_p if sample else None,
+                top_k=None,
+                num_return_sequences=n,
+                pad_token_id=self.pad_id,
+                eos_token_id=sorted(self.eos_ids),
+            )
+            with torch.no_grad():
+                seqs = self.model.generate(
+                    input_ids=ids.to(self.device),
+                    attention_mask=mask.to(self.device),
+                    generation_config=config,
+                )
+            new = seqs[:, longest:].tolist()
+            for row, i in enumerate(idx):
+                out[i] = [self._decode(new[row * n + s]) for s in range(n)]
+        return out  # type: ignore[return-value]
+
+    def close(self) -> None:
+        self.model = None
+
+
+class VLLMBackend:
+    """One vLLM engine per model. Needs a GPU and `pip install -e .[gpu]` (vllm)."""
+
+    name = "vllm"
+    chunk_size = None
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        max_model_len: int,
+        seed: int = 0,
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.9,
+        dtype: str = "auto",
+    ):
+        try:
+            import vllm
+        except ImportError as e:
+            raise RuntimeError(
+                "--backend vllm needs vLLM (GPU nodes: pip install -e .[gpu]); on a CPU use --backend hf"
+            ) from e
+        self._vllm = vllm
+        self.llm = vllm.LLM(
+            model=str(model_path),
+            tokenizer=str(model_path),
+            max_model_len=max_model_len,
+            tensor_parallel_size=tensor_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization,
+            dtype=dtype,
+            seed=seed,
+        )
+        self.tokenizer = self.llm.get_tokenizer()
+
+    def generate(
+        self, prompts: Sequence[list[int]], decoding: Decoding, n: int = 1
+    ) -> list[list[Generation]]:
+        greedy = decoding.mode == "greedy"
+        params = [
+            self._vllm.SamplingParams(
+                n=n,
+                temperature=0.0 if greedy else decoding.temperature,
+                top_p=1.0 if greedy else decoding.top_p,
+                max_tokens=_budget(len(p), decoding),
+            )
+            for p in prompts
+        ]
+        outputs = self.llm.generate([{"prompt_token_ids": list(p)} for p in prompts], params, use_tqdm=True)
+        return [
+            [
+                Generation(o.text, len(o.token_ids), "length" if o.finish_reason == "length" else "stop")
+                for o in out.outputs
+            ]
+            for out in outputs
+        ]
+
+    def close(self) -> None:
+        self.llm = None
+
+
+BACKENDS = ("vllm", "hf")
+
+
+def make_backend(
+    name: str,
+    model_path: str | Path,
+    decoding: Decoding,
+    batch_size: int = 8,
+    dtype: str | None = None,
+    tensor_parallel_size: int = 1,
+    gpu_memory_utilization: float = 0.9,
+) -> Backend:
+    if name == "hf":
+        return HFBackend(model_path, batch_size=batch_size, dtype=dtype or "float32", seed=decoding.seed)
+    if name == "vllm":
+        return VLLMBackend(
+            model_path,
+            max_model_len=decoding.max_model_len,
+            seed=decoding.seed,
+            tensor_parallel_size=tensor_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization,
+            dtype=dtype or "auto",
+        )
+    raise ValueError(f"unknown backend {name!r}; choose from {BACKENDS}")

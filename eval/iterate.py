@@ -1,0 +1,294 @@
+"""Evaluate every checkpoint of a training run: convert, evaluate, one table across steps, plots.
+
+    python -m eval.iterate outputs/<project>/<experiment>/checkpoints                # every step
+    python -m eval.iterate CHECKPOINT_ROOT --every 100                                # steps 100, 200, ...
+    python -m eval.iterate CHECKPOINT_ROOT --steps 1000,2720
+    python -m eval.iterate CHECKPOINT_ROOT --watch                                    # follow a live run
+    sbatch scripts/slurm/eval_iterative.sbatch CHECKPOINT_ROOT [options]              # on a GPU node
+
+For each selected `global_step_N` (in step order):
+  1. convert it with verl's model merger into HF_ROOT/global_step_N (eval/convert.py: atomic,
+     skipped when already converted; an incomplete checkpoint is reported and skipped, never
+     half-converted);
+  2. evaluate it with eval.run into RESULTS_ROOT/global_step_N (every eval.run option applies: the
+     defaults are the prompt-augmentation paper's greedy avg@5 on its five benchmarks). Each step runs
+     in a fresh child process, so the GPU memory of one step's vLLM engine is freed before the next;
+     a finished step is not generated again (resume as in eval.run);
+  3. rewrite the run's table RESULTS_ROOT/steps.md (and steps.json) with one row per evaluated step,
+     and the plot RESULTS_ROOT/accuracy_vs_step.png (every benchmark and both averages against the
+     step, one standard deviation over runs as error bars).
+At the end it prints the table and the best step by each average (ties: the earliest step).
+
+--watch keeps polling CHECKPOINT_ROOT (every --poll-s seconds) for new checkpoints of a run still
+training. A step is taken once verl's tracker `latest_checkpointed_iteration.txt` has reached it (so
+a checkpoint being written is not reported as broken). It stops after --until-step is evaluated (or
+every step given with --steps), or after --idle-exit-s seconds without a new checkpoint.
+
+Defaults: HF_ROOT = hf/ and RESULTS_ROOT = eval/ beside CHECKPOINT_ROOT (for a recipes.train run:
+outputs/<project>/<experiment>/{hf,eval}), never inside a checkpoint or model folder.
+Exit status: 0 all selected steps evaluated; 1 some checkpoints were incomplete (skipped); 2 bad
+settings or a failed evaluation.
+
+Hardware: as eval.run (a GPU with vLLM, or transformers on a CPU for small models); conversion is
+CPU work. Time per step = conversion + one evaluation + ~5-10 s starting the child process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from eval import benchmarks as bm
+from eval.convert import (
+    STEP_RE,
+    IncompleteCheckpoint,
+    add_selection_arguments,
+    convert,
+    default_hf_root,
+    find_steps,
+    latest_step,
+    select_steps,
+)
+from eval.plot import AVERAGES, plot_steps
+from eval.results import ResultsError, atomic_write_json, atomic_write_text, pct
+from eval.run import EvalError, add_eval_arguments, eval_kwargs, evaluate, summary_settings
+
+PLOT = "accuracy_vs_step.png"
+
+
+def default_results_root(checkpoint_root: str | Path) -> Path:
+    return Path(checkpoint_root).resolve().parent / "eval"
+
+
+def evaluate_in_child(model: Path, out: Path, kwargs: dict) -> dict:
+    """`eval.run.evaluate` in a fresh spawned process (GPU memory is freed when it exits)."""
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+        return pool.submit(evaluate, model, out, **kwargs).result()
+
+
+def finished_summary(out: Path, model: Path, kwargs: dict) -> dict | None:
+    """The summary in `out` if it is complete and made with exactly these settings (then the step
+    needs no child process), else None."""
+    try:
+        summary = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if summary.get("complete") and summary.get("settings") == summary_settings(model, **kwargs):
+        return summary
+    return None
+
+
+def step_rows(results_root: Path) -> list[dict]:
+    """One row per evaluated step under RESULTS_ROOT (complete summaries only), by step."""
+    rows = []
+    for child in results_root.glob("global_step_*"):
+        m = STEP_RE.match(child.name)
+        path = child / "summary.json"
+        if not m or not path.is_file():
+            continue
+        s = json.loads(path.read_text())
+        if not s.get("complete"):
+            continue
+        series = {
+            name: (100 * b["accuracy"]["mean"], 100 * b["accuracy"]["std"])
+            for name, b in s["benchmarks"].items()
+        }
+        for label, key in zip(AVERAGES, ("per_benchmark_average", "per_question_average"), strict=True):
+            series[label] = (100 * s[key]["accuracy"]["mean"], 100 * s[key]["accuracy"]["std"])
+        rows.append({"step": int(m.group(1)), "model": s["model"], "series": series, "summary": s})
+    return sorted(rows, key=lambda r: r["step"])
+
+
+def best_steps(rows: list[dict]) -> dict[str, tuple[int, float]]:
+    """Average name -> (step, mean %) of its highest mean; the earliest step wins a tie."""
+    best = {}
+    for label in AVERAGES:
+        top = max(rows, key=lambda r: (r["series"][label][0], -r["step"]))
+        best[label] = (top["step"], top["series"][label][0])
+    return best
+
+
+def steps_table(rows: list[dict], root: Path) -> str:
+    settings = rows[-1]["summary"]["settings"]
+    names = list(dict.fromkeys(n for r in rows for n in r["summary"]["benchmarks"]))
+    kmax = max(settings["k"]) if settings["k"] else None
+    label = f"avg@{settings['runs']}" if settings["decoding"] == "greedy" else f"mean@{settings['runs']}"
+    head = ["step", *names, *AVERAGES]
+    if kmax:
+        head += [f"pass@{kmax} {a}" for a in AVERAGES]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+    for r in rows:
+        s = r["summary"]
+        cells = [str(r["step"])]
+        cells += [pct(s["benchmarks"][n]["accuracy"]["mean"]) if n in s["benchmarks"] else "-" for n in names]
+        cells += [f"{r['series'][a][0]:.1f} ± {r['series'][a][1]:.1f}" for a in AVERAGES]
+        if kmax:
+            for key in ("per_benchmark_average", "per_question_average"):
+                cells.append(pct(s[key]["pass_at_k"].get(str(kmax))))
+        lines.append("| " + " | ".join(cells) + " |")
+    best = best_steps(rows)
+    text = (
+        f"{root}: {label} accuracy in % per step ({settings['decoding']}, template {settings['template']}, "
+        f"max {settings['max_new_tokens']} new tokens, grading {settings['grading']}); averages: mean ± std "
+        f"over the {settings['runs']} runs.\n\n" + "\n".join(lines) + "\n\n"
+    )
+    text += "\n".join(f"best step by {a}: {step} ({mean:.1f})" for a, (step, mean) in best.items()) + "\n"
+    return text
+
+
+def write_run_outputs(
+    results_root: Path, checkpoint_root: Path, failed: dict[int, str], kwargs: dict
+) -> str | None:
+    """steps.md, steps.json and the plot from every step evaluated with these settings (`kwargs`
+    of eval.run.evaluate; steps evaluated otherwise are left out, saying so); returns the table."""
+    every = step_rows(results_root)
+    rows = [r for r in every if r["summary"]["settings"] == summary_settings(r["model"], **kwargs)]
+    if len(rows) < len(every):
+        other = sorted(set(r["step"] for r in every) - set(r["step"] for r in rows))
+        print(
+            f"[iterate] steps {other} in {results_root} were evaluated with other settings: not in the table"
+        )
+    if not rows:
+        return None
+    table = steps_table(rows, checkpoint_root)
+    atomic_write_text(results_root / "steps.md", table)
+    best = best_steps(rows)
+    atomic_write_json(
+        results_root / "steps.json",
+        {
+            "checkpoint_root": str(checkpoint_root),
+            "rows": [
+                {
+                    "step": r["step"],
+                    "model": r["model"],
+                    "accuracy": {k: {"mean": m, "std": s} for k, (m, s) in r["series"].items()},
+                }
+                for r in rows
+            ],
+            "best": {a: {"step": s, "mean": m} for a, (s, m) in best.items()},
+            "incomplete_checkpoints": {str(k): v for k, v in failed.items()},
+        },
+    )
+    plot_steps(rows, results_root / PLOT, title=str(checkpoint_root))
+    return table
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m eval.iterate", description=__doc__.split("\n\n")[0])
+    p.add_argument("checkpoint_root", help="a run's checkpoints/ folder (holding global_step_N/)")
+    add_selection_arguments(p)
+    p.add_argument("--results-root", help="results per step, table and plot (default: eval/ beside it)")
+    p.add_argument("--watch", action="store_true", help="keep polling for new checkpoints of a live run")
+    p.add_argument("--poll-s", type=float, default=300.0, help="--watch: seconds between polls (default 300)")
+    p.add_argument(
+        "--idle-exit-s",
+        type=float,
+        default=7200.0,
+        help="--watch: stop after this long without a new checkpoint (default 7200)",
+    )
+    p.add_argument("--until-step", type=int, help="--watch: stop once this step is evaluated")
+    add_eval_arguments(p)
+    args = p.parse_args(argv)
+
+    root = Path(args.checkpoint_root).resolve()
+    hf_root = Path(args.hf_root).resolve() if args.hf_root else default_hf_root(root)
+    results_root = Path(args.results_root).resolve() if args.results_root else default_results_root(root)
+    try:
+        kwargs = eval_kwargs(args)
+        for name in kwargs["benchmarks"]:  # fail on a bad benchmark name now, not after a conversion
+            if kwargs["data_dir"] is None and name not in bm.SPECS:
+                raise EvalError(
+                    f"unknown benchmark {name!r}; known: {', '.join(bm.SPECS)} (or use --data-dir)"
+                )
+        if not root.is_dir():
+            raise EvalError(f"checkpoint root {root} is not a folder")
+        if args.every is not None and args.steps:
+            raise EvalError("give either --every or --steps, not both")
+    except EvalError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+    handled: set[int] = set()
+    failed: dict[int, str] = {}
+    idle_since = time.monotonic()
+    while True:
+        steps = find_steps(root)
+        latest = latest_step(root)
+        if args.steps:
+            missing = sorted(set(args.steps) - set(steps))
+            if missing and not args.watch:
+                print(f"error: no global_step_N folder for step(s) {missing} in {root}", file=sys.stderr)
+                return 2
+            chosen = sorted(set(args.steps) & set(steps))
+        else:
+            chosen = select_steps(list(steps), args.every)
+        progress = False
+        for step in (s for s in chosen if s not in handled):
+            if args.watch and latest is not None and step > latest:
+                continue  # still being written
+            try:
+                model, converted = convert(
+                    steps[step], hf_root / f"global_step_{step}", trust_remote_code=args.trust_remote_code
+                )
+            except IncompleteCheckpoint as e:
+                if args.watch and latest is None:
+                    continue  # no tracker: maybe still being written
+                print(
+                    f"[iterate] step {step}: incomplete checkpoint, skipped: {e}", file=sys.stderr, flush=True
+                )
+                failed[step] = str(e)
+                handled.add(step)
+                continue
+            out = results_root / f"global_step_{step}"
+            summary = finished_summary(out, model, kwargs)
+            print(
+                f"[iterate] step {step}: {'converted' if converted else 'already converted'} -> {model}; "
+                + ("already evaluated" if summary else "evaluating"),
+                flush=True,
+            )
+            if summary is None:
+                try:
+                    summary = evaluate_in_child(model, out, {**kwargs, "quiet": True})
+                except (EvalError, bm.BenchmarkError, ResultsError) as e:
+                    print(f"error: step {step}: {e}", file=sys.stderr)
+                    return 2
+            handled.add(step)
+            progress = True
+            avg_b, avg_q = summary["per_benchmark_average"], summary["per_question_average"]
+            print(
+                f"[iterate] step {step}: per-benchmark average {pct(avg_b['accuracy']['mean'])}, "
+                f"per-question average {pct(avg_q['accuracy']['mean'])}",
+                flush=True,
+            )
+            write_run_outputs(results_root, root, failed, kwargs)
+        if progress:
+            idle_since = time.monotonic()
+        if not args.watch:
+            break
+        if args.until_step is not None and any(s >= args.until_step for s in handled if s not in failed):
+            break
+        if args.steps and set(args.steps) <= handled:
+            break
+        if time.monotonic() - idle_since > args.idle_exit_s:
+            print(f"[iterate] no new checkpoint for {args.idle_exit_s:.0f} s; stopping", flush=True)
+            break
+        time.sleep(args.poll_s)
+
+    table = write_run_outputs(results_root, root, failed, kwargs)
+    if table is None:
+        print(f"[iterate] no step evaluated under {root}", file=sys.stderr)
+        return 1 if failed else 2
+    print(table, flush=True)
+    print(f"[iterate] table {results_root / 'steps.md'}, plot {results_root / PLOT}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,480 @@
+"""Evaluate one HuggingFace model on the math benchmarks: greedy avg@R or sampled pass@k.
+
+    python -m eval.run --model PATH --out results/NAME                      # the paper's evaluation
+    python -m eval.run --model PATH --out DIR --benchmarks aime24,aime25,amc,olympiadbench,minerva,gpqa_diamond \\
+        --decoding sample --n 32 --k 1,2,4,8,16,32                          # TA-GRPO's pass@k
+    python -m eval.run --model PATH --out DIR --data-dir /work/shared/benchmarks --backend hf --limit 20
+
+Defaults reproduce the prompt-augmentation paper's evaluation (Lu, Huang, Balestriero 2026, arXiv
+2602.03190; METHODS.md section 1): benchmarks AIME24, AMC (83), MATH500, Minerva, OlympiadBench
+(1,560 questions); the `qwen-math` template; greedy decoding repeated 5 times ("greedy avg@5",
+mean and spread over the 5 runs); at most 3,000 new tokens in a model length of 4,096; the answer
+is the last `\\boxed{}` (grading `boxed`). Prints the table (format in docs/eval.md) and writes:
+
+    OUT/samples.jsonl  every sample (benchmark, question id, repeat, response, extracted answer,
+                       correct, tokens, ...), appended as generated
+    OUT/summary.json   per-benchmark accuracy (mean, std, min, max over runs), pass@k, and the
+                       per-benchmark and per-question averages (eval/metrics.py)
+    OUT/table.md       the table;  OUT/config.json, OUT/runs.jsonl: settings and invocations
+
+OUT must not be inside the model folder. Rerunning the same command resumes: finished samples are
+kept and never generated again (eval/results.py). Sampling (`--decoding sample`) draws n samples per
+question at a temperature and reports the unbiased pass@k (eval.metrics.pass_at_k) for each k;
+it is seeded, but a resumed run draws its missing samples afresh.
+
+Hardware: `--backend vllm` (default when vLLM is installed and a GPU is visible) runs one vLLM
+engine on the GPU(s) for all benchmarks and repeats, all prompts of a repeat in one generate call;
+(not timed here: the machine this was written on has no GPU). `--backend hf` runs
+transformers `generate` in batches, on a CPU (the tests; small models only) or a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from eval import benchmarks as bm
+from eval import metrics
+from eval.backends import BACKENDS, Backend, Decoding, make_backend
+from eval.grading import grade_responses
+from eval.results import (
+    RUNS,
+    SUMMARY,
+    TABLE,
+    ResultsError,
+    SampleStore,
+    atomic_write_json,
+    atomic_write_text,
+    check_config,
+    format_table,
+    prompt_sha,
+)
+
+TEMPLATES_EXTRA = ("none", "raw")  # besides prompt_aug's 13
+
+
+class EvalError(ValueError):
+    """Settings that cannot work, said in one sentence."""
+
+
+def render_prompt(template: str, problem: str, tokenizer) -> str:
+    """The prompt text: a prompt-augmentation template through the model's chat template, `none`
+    (the question as the only user turn of the chat template) or `raw` (the question alone)."""
+    if template == "raw":
+        return problem
+    if template == "none":
+        messages = [{"role": "user", "content": problem}]
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    from prompt_aug.templates import render
+
+    return render(template, problem, tokenizer)
+
+
+def check_template(name: str) -> None:
+    from prompt_aug.templates import TEMPLATES
+
+    if name not in TEMPLATES and name not in TEMPLATES_EXTRA:
+        raise EvalError(
+            f"unknown template {name!r}; choose one of {', '.join([*TEMPLATES, *TEMPLATES_EXTRA])}"
+        )
+
+
+def default_backend() -> str:
+    """vllm when it is installed and a GPU is visible, else hf."""
+    try:
+        import importlib.util
+
+        import torch
+
+        if importlib.util.find_spec("vllm") is not None and torch.cuda.is_available():
+            return "vllm"
+    except ImportError:
+        pass
+    return "hf"
+
+
+def _chunks(items: list, size: int | None):
+    size = size or max(1, len(items))
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def evaluate(
+    model: str | os.PathLike,
+    out: str | os.PathLike,
+    benchmarks: Sequence[str] = bm.DEFAULT_SUITE,
+    *,
+    data_dir: str | os.PathLike | None = None,
+    limit: int | None = None,
+    template: str = "qwen-math",
+    decoding: Decoding | None = None,
+    runs: int | None = None,
+    ks: Sequence[int] = (),
+    grading: str = "boxed",
+    backend: str = "hf",
+    batch_size: int = 8,
+    chunk_size: int | None = None,
+    dtype: str | None = None,
+    tensor_parallel_size: int = 1,
+    gpu_memory_utilization: float = 0.9,
+    grader=None,
+    progress: bool = True,
+    quiet: bool = False,
+) -> dict:
+    """Evaluate `model` into `out` (module docstring) and return the summary. `runs` is R greedy
+    repeats (default 5) or n samples per question (default 32). Resumes whatever `out` holds."""
+    from transformers import AutoTokenizer
+
+    decoding = decoding or Decoding()
+    benchmarks = list(dict.fromkeys(benchmarks))
+    model_path = Path(model).resolve()
+    out = Path(out).resolve()
+    if not (model_path / "config.json").is_file():
+        raise EvalError(
+            f"--model {model_path}: not a HuggingFace model folder (no config.json); convert a verl "
+            "checkpoint first: python -m eval.convert CHECKPOINT_ROOT (or use python -m eval.iterate)"
+        )
+    if out == model_path or model_path in out.parents:
+        raise EvalError(f"--out {out} is inside the model folder {model_path}: results go elsewhere")
+    check_template(template)
+    if grading not in ("boxed", "lenient"):
+        raise EvalError(f"grading must be boxed or lenient, got {grading!r}")
+    runs = runs or (5 if decoding.mode == "greedy" else 32)
+    ks = sorted(set(ks))
+    if decoding.mode == "greedy" and ks:
+        raise EvalError("pass@k needs sampling (--decoding sample); greedy reports avg@R with its spread")
+    if any(not 1 <= k <= runs for k in ks):
+        raise EvalError(f"every k must be in 1..{runs} (samples per question), got {ks}")
+    if backend not in BACKENDS:
+        raise EvalError(f"unknown backend {backend!r}; choose from {BACKENDS}")
+
+    benches = [bm.load(name, data_dir, limit) for name in benchmarks]  # fail before loading a model
+    out.mkdir(parents=True, exist_ok=True)
+    settings = sample_settings(model_path, template, decoding, grading, backend)
+    check_config(out, settings)
+    store = SampleStore(out)
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    prompts: dict[tuple[str, str], list[int]] = {}
+    for b in benches:
+        for q in b.questions:
+            ids = tokenizer.encode(render_prompt(template, q.problem, tokenizer), add_special_tokens=False)
+            prompts[(b.name, q.id)] = ids
+            for r in range(runs):
+                rec = store.get((b.name, q.id, r))
+                if rec is not None and rec["prompt_sha"] != prompt_sha(ids):
+                    raise ResultsError(
+                        f"{store.path}: {b.name} question {q.id} repeat {r} was generated from another prompt "
+                        "(the data, template or tokenizer changed); choose another --out"
+                    )
+
+    missing = {
+        (b.name, q.id): [r for r in range(runs) if (b.name, q.id, r) not in store]
+        for b in benches
+        for q in b.questions
+    }
+    total = len(missing) * runs
+    todo = sum(len(m) for m in missing.values())
+    if not quiet:
+        print(
+            f"[eval] {model_path} -> {out}: {total - todo} of {total} samples done, {todo} to generate",
+            flush=True,
+        )
+
+    started = time.time()
+    generated = 0
+    if todo:
+        engine: Backend = make_backend(
+            backend,
+            model_path,
+            decoding,
+            batch_size=batch_size,
+            dtype=dtype,
+            tensor_parallel_size=tensor_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization,
+        )
+        if grader is None and any(b.kind == "math" for b in benches):
+            from rewards.grader import get_grader
+
+            grader = get_grader()
+        by_name = {b.name: b for b in benches}
+        questions = {(b.name, q.id): q for b in benches for q in b.questions}
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=todo, desc=f"eval {model_path.name}", unit="sample", disable=not progress)
+        # Work units: (benchmark, question id, repeats to generate). Greedy: one pass per repeat, each
+        # a single generate call on vLLM. Sampling: all missing samples of a question in one request.
+        if decoding.mode == "greedy":
+            passes = [[(key, [r]) for key, m in missing.items() if r in m] for r in range(runs)]
+        else:
+            groups: dict[int, list] = {}
+            for key, m in missing.items():
+                if m:
+                    groups.setdefault(len(m), []).append((key, m))
+            passes = list(groups.values())
+        for units in passes:
+            for chunk in _chunks(units, chunk_size or engine.chunk_size):
+                n = len(chunk[0][1])
+                gens = engine.generate([prompts[key] for key, _ in chunk], decoding, n=n)
+                flat = [
+                    (key, r, g)
+                    for (key, reps), outs in zip(chunk, gens, strict=True)
+                    for r, g in zip(reps, outs, strict=True)
+                ]
+                records = _grade(flat, by_name, questions, prompts, grading, grader)
+                store.append(records)
+                generated += len(records)
+                bar.update(len(records))
+        bar.close()
+        engine.close()
+
+    full = summary_settings(
+        model_path, benchmarks, data_dir, limit, template, decoding, runs, ks, grading, backend
+    )
+    summary = summarize(store, benches, full)
+    atomic_write_json(out / SUMMARY, summary)
+    table = format_table(summary)
+    atomic_write_text(out / TABLE, table)
+    with open(out / RUNS, "a", encoding="utf-8") as f:
+        run = {"started": started, "seconds": round(time.time() - started, 2), "generated": generated}
+        f.write(json.dumps({**run, "skipped": total - todo, "argv": sys.argv[1:]}) + "\n")
+    if not quiet:
+        print(table, flush=True)
+    return summary
+
+
+def _grade(flat: list, by_name: dict, questions: dict, prompts: dict, grading: str, grader) -> list[dict]:
+    """Sample records (eval/results.py) of generations `flat` = [((benchmark, qid), repeat, Generation)],
+    graded one benchmark at a time (its kind decides math or letter grading)."""
+    records = []
+    for bench in dict.fromkeys(key[0] for key, _, _ in flat):
+        mine = [(key, r, g) for key, r, g in flat if key[0] == bench]
+        graded = grade_responses(
+            by_name[bench].kind,
+            [g.text for _, _, g in mine],
+            [questions[k] for k, _, _ in mine],
+            grading,
+            grader,
+        )
+        for (key, r, g), res in zip(mine, graded, strict=True):
+            records.append(
+                {
+                    "benchmark": bench,
+                    "question_id": key[1],
+                    "repeat": r,
+                    "prompt_sha": prompt_sha(prompts[key]),
+                    "response": g.text,
+                    "pred": res["pred"],
+                    "correct": bool(res["acc"]),
+                    "status": res["status"],
+                    "tokens": g.tokens,
+                    "finish": g.finish,
+                    "answer": questions[key].answer,
+                }
+            )
+    return records
+
+
+def sample_settings(model_path: Path, template: str, decoding: Decoding, grading: str, backend: str) -> dict:
+    """The settings that decide what a sample is (OUT/config.json; a resume must match them)."""
+    settings = {
+        "model": str(Path(model_path).resolve()),
+        "template": template,
+        "decoding": decoding.mode,
+        "max_new_tokens": decoding.max_new_tokens,
+        "max_model_len": decoding.max_model_len,
+        "grading": grading,
+        "backend": backend,
+    }
+    if decoding.mode == "sample":
+        settings.update(temperature=decoding.temperature, top_p=decoding.top_p, seed=decoding.seed)
+    return settings
+
+
+def summary_settings(
+    model: str | os.PathLike,
+    benchmarks: Sequence[str] = bm.DEFAULT_SUITE,
+    data_dir: str | os.PathLike | None = None,
+    limit: int | None = None,
+    template: str = "qwen-math",
+    decoding: Decoding | None = None,
+    runs: int | None = None,
+    ks: Sequence[int] = (),
+    grading: str = "boxed",
+    backend: str = "hf",
+    **_: object,
+) -> dict:
+    """summary.json's `settings`: the sample settings plus what was evaluated (same arguments as
+    `evaluate`; eval.iterate uses it to skip a step already evaluated with these settings)."""
+    decoding = decoding or Decoding()
+    runs = runs or (5 if decoding.mode == "greedy" else 32)
+    return {
+        **sample_settings(Path(model), template, decoding, grading, backend),
+        "runs": runs,
+        "k": sorted(set(ks)),
+        "benchmarks": list(benchmarks),
+        "data_dir": str(Path(data_dir).resolve()) if data_dir is not None else None,
+        "limit": limit,
+    }
+
+
+def summarize(store: SampleStore, benches: list, settings: dict) -> dict:
+    """summary.json: settings, per-benchmark numbers (only for a benchmark whose samples are all
+    there), and the averages (only when every benchmark is complete)."""
+    runs, ks = settings["runs"], settings["k"]
+    per_bench = {}
+    correct: dict[str, dict[str, list[int]]] = {}
+    for b in benches:
+        recs = [store.get((b.name, q.id, r)) for q in b.questions for r in range(runs)]
+        done = [r for r in recs if r is not None]
+        complete = len(done) == len(recs)
+        entry = {
+            "source": b.source,
+            "kind": b.kind,
+            "questions": len(b.questions),
+            "samples_expected": len(recs),
+            "samples_done": len(done),
+            "complete": complete,
+        }
+        if done:
+            entry["mean_tokens"] = sum(r["tokens"] for r in done) / len(done)
+            entry["truncated"] = sum(r["finish"] == "length" for r in done) / len(done)
+            entry["no_answer"] = sum(r["status"] == "no_answer" for r in done) / len(done)
+        per_bench[b.name] = entry
+        if complete:
+            correct[b.name] = {
+                q.id: [int(store.get((b.name, q.id, r))["correct"]) for r in range(runs)] for q in b.questions
+            }
+    complete = len(correct) == len(benches)
+    summary = {
+        "model": settings["model"],
+        "complete": complete,
+        "settings": settings,
+        "benchmarks": per_bench,
+        "per_benchmark_average": None,
+        "per_question_average": None,
+    }
+    if correct:
+        stats = metrics.summarize(correct, ks)
+        for name, s in stats["benchmarks"].items():
+            per_bench[name].update(accuracy=s["accuracy"], pass_at_k=s["pass_at_k"])
+        if complete:
+            summary["per_benchmark_average"] = stats["per_benchmark_average"]
+            summary["per_question_average"] = stats["per_question_average"]
+    return summary
+
+
+# ------------------------------------------------------------------------------------------- CLI
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def add_eval_arguments(p: argparse.ArgumentParser) -> None:
+    """The evaluation settings, shared with eval.iterate."""
+    g = p.add_argument_group("benchmarks")
+    g.add_argument(
+        "--benchmarks",
+        default=",".join(bm.DEFAULT_SUITE),
+        help=f"comma-separated names (default: the prompt-augmentation paper's five). Known: {', '.join(bm.SPECS)}",
+    )
+    g.add_argument("--data-dir", help="read DIR/<name>.jsonl instead of the HF hub (fields problem, answer)")
+    g.add_argument("--limit", type=int, help="only the first N questions of each benchmark (quick checks)")
+    g = p.add_argument_group("prompt and decoding")
+    g.add_argument(
+        "--template",
+        default="qwen-math",
+        help="prompt template: any of `python -m prompt_aug.templates list`, `none` (question as the "
+        "user turn), `raw` (no chat template). Default qwen-math, as the papers evaluated",
+    )
+    g.add_argument("--decoding", choices=("greedy", "sample"), default="greedy")
+    g.add_argument("--repeats", type=int, help="greedy: runs averaged, avg@R (default 5, the papers' avg@5)")
+    g.add_argument("--n", type=int, help="sample: samples per question (default 32, TA-GRPO's largest k)")
+    g.add_argument("--k", type=_int_list, help="sample: pass@k for these k (default 1,2,4,...,n)")
+    g.add_argument("--temperature", type=float, default=0.6, help="sample: temperature (default 0.6)")
+    g.add_argument("--top-p", type=float, default=0.95, help="sample: nucleus top-p (default 0.95)")
+    g.add_argument("--max-new-tokens", type=int, default=3000, help="default 3000 (the paper's)")
+    g.add_argument("--max-model-len", type=int, default=4096, help="prompt + response tokens (default 4096)")
+    g.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    g.add_argument(
+        "--grading", choices=("boxed", "lenient"), default="boxed", help="answer extraction (default boxed)"
+    )
+    g = p.add_argument_group("backend")
+    g.add_argument("--backend", choices=BACKENDS, help="default: vllm with a GPU and vLLM installed, else hf")
+    g.add_argument("--batch-size", type=int, default=8, help="hf: prompts per generate call (default 8)")
+    g.add_argument(
+        "--chunk-size",
+        type=int,
+        help="prompts per generate call and per write to samples.jsonl (default: hf its batch size, vllm all "
+        "prompts of a repeat); smaller loses less work to an interruption",
+    )
+    g.add_argument("--dtype", help="model dtype (default: hf float32, vllm auto)")
+    g.add_argument("--tensor-parallel-size", type=int, default=1, help="vllm: GPUs per engine")
+    g.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vllm: share of GPU memory")
+    g.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def eval_kwargs(args: argparse.Namespace) -> dict:
+    """`evaluate` keyword arguments from parsed `add_eval_arguments` options."""
+    decoding = Decoding(
+        mode=args.decoding,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_new_tokens=args.max_new_tokens,
+        max_model_len=args.max_model_len,
+        seed=args.seed,
+    )
+    if args.decoding == "greedy":
+        if args.n or args.k:
+            raise EvalError("--n and --k are for --decoding sample; greedy takes --repeats")
+        runs, ks = args.repeats or 5, []
+    else:
+        if args.repeats:
+            raise EvalError("--repeats is for greedy decoding; sampling takes --n")
+        runs = args.n or 32
+        ks = args.k or [k for k in (1, 2, 4, 8, 16, 32, 64, 128, 256) if k <= runs]
+    return dict(
+        benchmarks=[b.strip() for b in args.benchmarks.split(",") if b.strip()],
+        data_dir=args.data_dir,
+        limit=args.limit,
+        template=args.template,
+        decoding=decoding,
+        runs=runs,
+        ks=ks,
+        grading=args.grading,
+        backend=args.backend or default_backend(),
+        batch_size=args.batch_size,
+        chunk_size=args.chunk_size,
+        dtype=args.dtype,
+        tensor_parallel_size=args.tensor_parallel_size,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        progress=not args.no_progress,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m eval.run", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True, help="a HuggingFace model folder")
+    p.add_argument(
+        "--out", help="results folder (default results/<model folder name>); never inside the model"
+    )
+    add_eval_arguments(p)
+    args = p.parse_args(argv)
+    out = args.out or str(Path("results") / Path(args.model).resolve().name)
+    try:
+        summary = evaluate(args.model, out, **eval_kwargs(args))
+    except (EvalError, bm.BenchmarkError, ResultsError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0 if summary["complete"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

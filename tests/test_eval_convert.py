@@ -1,0 +1,146 @@
+"""eval.convert with verl's real model merger on checkpoints in verl's FSDP layout written here from
+the tiny model (plain replicated tensors, which the merger accepts for any world size): weights
+survive the merge, conversion is skipped when done, leftovers are cleaned, a failed or incomplete
+checkpoint leaves nothing behind, and the step selection. The checkpoints of a real training run
+are converted in test_eval_e2e.py."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
+
+from eval import convert as cv
+from recipes import models
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    return models.build_tiny(tmp_path_factory.mktemp("tiny") / "model", seed=0, warm_start_steps=0)
+
+
+def write_checkpoint(model_dir: Path, step_dir: Path, world_size: int = 1) -> dict[str, torch.Tensor]:
+    """verl's layout: actor/fsdp_config.json, actor/model_world_size_W_rank_R.pt, actor/huggingface/."""
+    actor = step_dir / "actor"
+    (actor / "huggingface").mkdir(parents=True)
+    for f in model_dir.iterdir():
+        if f.suffix in (".json", ".jinja") and not f.name.startswith("."):
+            shutil.copy(f, actor / "huggingface" / f.name)
+    state = AutoModelForCausalLM.from_pretrained(model_dir).state_dict()
+    (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": world_size}))
+    for rank in range(world_size):
+        torch.save(state, actor / f"model_world_size_{world_size}_rank_{rank}.pt")
+    return state
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_merged_weights_equal_the_checkpoint_in_bf16(tiny, tmp_path, world_size):
+    state = write_checkpoint(tiny, tmp_path / "ckpt" / "global_step_5", world_size)
+    target, done = cv.convert(tmp_path / "ckpt" / "global_step_5", tmp_path / "hf" / "global_step_5")
+    assert done and target == (tmp_path / "hf" / "global_step_5").resolve()
+    merged = load_file(target / "model.safetensors")
+    assert merged and set(merged) <= set(state)
+    for name, tensor in merged.items():
+        assert tensor.dtype == torch.bfloat16  # what verl's merger writes
+        assert torch.equal(tensor, state[name].to(torch.bfloat16)), name
+    stamp = json.loads((target / cv.STAMP).read_text())
+    assert (
+        stamp["source"] == str((tmp_path / "ckpt" / "global_step_5").resolve()) and stamp["verl"] == "0.9.1"
+    )
+    assert (target / "model.safetensors").stat().st_mode & 0o777 == 0o644
+    assert AutoModelForCausalLM.from_pretrained(target).config.architectures == ["Qwen2ForCausalLM"]
+    assert list(target.parent.iterdir()) == [target]  # no temporary folder left
+
+
+def test_converted_is_skipped_and_leftovers_are_replaced(tiny, tmp_path):
+    step = tmp_path / "ckpt" / "global_step_1"
+    write_checkpoint(tiny, step)
+    target = tmp_path / "hf" / "global_step_1"
+    cv.convert(step, target)
+    mtime = (target / "model.safetensors").stat().st_mtime_ns
+    assert cv.convert(step, target) == (target.resolve(), False)
+    assert (target / "model.safetensors").stat().st_mtime_ns == mtime
+    # a killed conversion's temporary folder, and a target without the stamp, are not models
+    (tmp_path / "hf" / ".global_step_1.tmp-dead").mkdir()
+    (target / cv.STAMP).unlink()
+    (target / "model.safetensors").write_bytes(b"half")
+    assert cv.convert(step, target) == (target.resolve(), True)
+    assert cv.is_converted(target) and (target / "model.safetensors").stat().st_size > 1000
+    assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == ["global_step_1"]
+
+
+def test_a_failed_merge_leaves_nothing(tiny, tmp_path):
+    step = tmp_path / "ckpt" / "global_step_1"
+    write_checkpoint(tiny, step)
+    (step / "actor" / "model_world_size_1_rank_0.pt").write_bytes(b"not a torch file")
+    with pytest.raises(Exception):  # noqa: B017 - torch's own unpickling error
+        cv.convert(step, tmp_path / "hf" / "global_step_1")
+    assert list((tmp_path / "hf").iterdir()) == []
+
+
+def test_incomplete_checkpoints_name_what_is_missing(tiny, tmp_path):
+    step = tmp_path / "ckpt" / "global_step_7"
+    write_checkpoint(tiny, step, world_size=2)
+    (step / "actor" / "model_world_size_2_rank_1.pt").unlink()
+    with pytest.raises(
+        cv.IncompleteCheckpoint, match=r"global_step_7: missing or empty actor/model_world_size_2_rank_1.pt"
+    ):
+        cv.convert(step, tmp_path / "hf" / "global_step_7")
+    assert not (tmp_path / "hf").exists() or list((tmp_path / "hf").iterdir()) == []
+    (step / "actor" / "model_world_size_2_rank_1.pt").write_bytes(b"")
+    with pytest.raises(cv.IncompleteCheckpoint, match="missing or empty actor/model_world_size_2_rank_1.pt"):
+        cv.check_checkpoint(step)
+    (step / "actor" / "fsdp_config.json").unlink()
+    with pytest.raises(cv.IncompleteCheckpoint, match="missing actor/fsdp_config.json"):
+        cv.check_checkpoint(step)
+    (step / "actor" / "fsdp_config.json").write_text('{"world_size": "two"}')
+    with pytest.raises(cv.IncompleteCheckpoint, match="no valid world_size"):
+        cv.check_checkpoint(step)
+    shutil.rmtree(step / "actor")
+    with pytest.raises(cv.IncompleteCheckpoint, match="no actor/ folder"):
+        cv.check_checkpoint(step)
+
+
+def test_step_discovery_and_selection(tmp_path):
+    for name in ("global_step_20", "global_step_5", "global_step_100", "global_step_x", "other"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "global_step_40").write_text("a file, not a checkpoint")
+    steps = cv.find_steps(tmp_path)
+    assert list(steps) == [5, 20, 100]
+    assert cv.select_steps(list(steps)) == [5, 20, 100]
+    assert cv.select_steps(list(steps), every=20) == [20, 100]
+    assert cv.select_steps(list(steps), only=[100, 5]) == [5, 100]
+    with pytest.raises(ValueError, match=r"no global_step_N folder for step\(s\) \[7\]"):
+        cv.select_steps(list(steps), only=[7])
+    with pytest.raises(ValueError, match="either --every or --steps"):
+        cv.select_steps(list(steps), every=2, only=[5])
+    assert cv.latest_step(tmp_path) is None
+    (tmp_path / cv.TRACKER).write_text("20")
+    assert cv.latest_step(tmp_path) == 20
+    assert cv.default_hf_root(tmp_path / "checkpoints") == tmp_path.resolve() / "hf"
+
+
+def test_cli_converts_good_steps_and_reports_incomplete_ones(tiny, tmp_path):
+    root = tmp_path / "checkpoints"
+    write_checkpoint(tiny, root / "global_step_1")
+    write_checkpoint(tiny, root / "global_step_2")
+    (root / "global_step_2" / "actor" / "huggingface" / "config.json").unlink()
+    proc = subprocess.run(
+        [sys.executable, "-m", "eval.convert", str(root)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert f"step 1: converted -> {tmp_path.resolve() / 'hf' / 'global_step_1'}" in proc.stdout
+    assert "step 2: incomplete checkpoint, skipped:" in proc.stderr
+    assert "missing or empty actor/huggingface/config.json" in proc.stderr
+    assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == ["global_step_1"]

@@ -1,0 +1,161 @@
+"""End to end: a real CPU training run (`python -m recipes.train experiment=demo_cpu`, 2 steps, a
+checkpoint at each) whose checkpoints eval.iterate converts with verl's merger and evaluates with the
+transformers backend over the fixture benchmarks; an incomplete checkpoint; --watch following
+checkpoints as they appear. One training run (about 2 minutes on 2 cores) shared by the module.
+
+Skip with `-m "not e2e"` (or `make test-fast`)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures" / "eval"
+EVAL_ARGS = ["--data-dir", str(FIXTURES), "--benchmarks", "arith,mixed,gpqa_diamond", "--backend", "hf"]
+EVAL_ARGS += ["--repeats", "2", "--max-new-tokens", "16", "--max-model-len", "512", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    """A 2-step GRPO run with a checkpoint after each step (FSDP shards + verl's own HF weights)."""
+    cache, out = tmp_path_factory.mktemp("cache"), tmp_path_factory.mktemp("run")
+    args = ["experiment=demo_cpu", "trainer.total_training_steps=2", "trainer.save_freq=1"]
+    args += [
+        f"recipes.output_dir={out}",
+        "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "recipes.train", *args],
+        cwd=REPO,
+        env={**os.environ, "RECIPES_CACHE": str(cache), "RAY_DEDUP_LOGS": "0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-4000:])
+    assert sorted(p.name for p in (out / "checkpoints").glob("global_step_*")) == [
+        "global_step_1",
+        "global_step_2",
+    ]
+    return out
+
+
+def iterate(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "eval.iterate", *args, *EVAL_ARGS],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_iterate_converts_and_evaluates_every_checkpoint_of_a_real_run(run):
+    proc = iterate(str(run / "checkpoints"))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    hf, results = run / "hf", run / "eval"  # the defaults: beside checkpoints/
+    merged = {}
+    for step in (1, 2):
+        target = hf / f"global_step_{step}"
+        assert json.loads((target / ".converted.json").read_text())["source"].endswith(f"global_step_{step}")
+        merged[step] = load_file(target / "model.safetensors")
+        # verl's merger output equals, in bf16, the HF weights verl itself saved at that step
+        saved = load_file(
+            run / "checkpoints" / f"global_step_{step}" / "actor" / "huggingface" / "model.safetensors"
+        )
+        assert set(merged[step]) == set(saved)
+        assert all(torch.equal(merged[step][k], saved[k].to(torch.bfloat16)) for k in saved)
+    assert any(not torch.equal(merged[1][k], merged[2][k]) for k in merged[1])  # training moved the weights
+
+    rows = {}
+    for step in (1, 2):
+        s = json.loads((results / f"global_step_{step}" / "summary.json").read_text())
+        assert s["complete"] and s["model"] == str((hf / f"global_step_{step}").resolve())
+        recs = (results / f"global_step_{step}" / "samples.jsonl").read_text().splitlines()
+        assert len(recs) == 13 * 2
+        correct = sum(json.loads(r)["correct"] for r in recs)
+        assert s["per_question_average"]["accuracy"]["mean"] == pytest.approx(correct / 26)
+        rows[step] = s
+    table = (results / "steps.md").read_text()
+    for step, s in rows.items():
+        avg_b = 100 * s["per_benchmark_average"]["accuracy"]["mean"]
+        avg_q = 100 * s["per_question_average"]["accuracy"]["mean"]
+        assert f"| {step} | " in table and f"| {avg_b:.1f} ± 0.0 | {avg_q:.1f} ± 0.0 |" in table
+    best = max((1, 2), key=lambda st: (rows[st]["per_question_average"]["accuracy"]["mean"], -st))
+    assert f"best step by per-question average: {best} (" in proc.stdout
+    steps = json.loads((results / "steps.json").read_text())
+    assert [r["step"] for r in steps["rows"]] == [1, 2] and steps["incomplete_checkpoints"] == {}
+    png = (results / "accuracy_vs_step.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+    # rerun: nothing converted or generated again
+    again = iterate(str(run / "checkpoints"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    for step in (1, 2):
+        assert (
+            f"step {step}: already converted -> {hf / f'global_step_{step}'}; already evaluated"
+            in again.stdout
+        )
+        assert len((results / f"global_step_{step}" / "runs.jsonl").read_text().splitlines()) == 1
+    assert (results / "steps.md").read_text() == table
+
+
+def test_an_incomplete_checkpoint_is_reported_and_skipped(run, tmp_path):
+    root = tmp_path / "checkpoints"
+    shutil.copytree(run / "checkpoints", root)
+    (root / "global_step_2" / "actor" / "model_world_size_1_rank_0.pt").unlink()
+    proc = iterate(str(root), "--results-root", str(tmp_path / "eval"), "--hf-root", str(tmp_path / "hf"))
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "step 2: incomplete checkpoint, skipped:" in proc.stderr
+    assert "missing or empty actor/model_world_size_1_rank_0.pt" in proc.stderr
+    assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == ["global_step_1"]  # nothing half-converted
+    steps = json.loads((tmp_path / "eval" / "steps.json").read_text())
+    assert [r["step"] for r in steps["rows"]] == [1] and list(steps["incomplete_checkpoints"]) == ["2"]
+
+
+def test_watch_takes_each_checkpoint_once_verl_has_finished_it(run, tmp_path):
+    root = tmp_path / "checkpoints"
+    root.mkdir()
+    cmd = [sys.executable, "-m", "eval.iterate", str(root), "--watch", "--poll-s", "0.5", "--until-step", "2"]
+    cmd += [
+        "--idle-exit-s",
+        "300",
+        "--results-root",
+        str(tmp_path / "eval"),
+        "--hf-root",
+        str(tmp_path / "hf"),
+    ]
+    proc = subprocess.Popen(
+        [*cmd, *EVAL_ARGS], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        time.sleep(2)  # the watcher polls an empty root
+        for step in (1, 2):
+            shutil.copytree(run / "checkpoints" / f"global_step_{step}", root / f"global_step_{step}")
+        (root / "latest_checkpointed_iteration.txt").write_text("1")  # step 2 still "being saved"
+        deadline = time.monotonic() + 300
+        while not (tmp_path / "eval" / "global_step_1" / "summary.json").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        time.sleep(2)
+        assert not (tmp_path / "hf" / "global_step_2").exists()
+        (root / "latest_checkpointed_iteration.txt").write_text("2")
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr[-3000:]
+    steps = json.loads((tmp_path / "eval" / "steps.json").read_text())
+    assert [r["step"] for r in steps["rows"]] == [1, 2]
+    assert stdout.count("evaluating") == 2

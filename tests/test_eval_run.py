@@ -1,0 +1,308 @@
+"""eval.run with a real tiny model (transformers generate on the CPU) over the fixture benchmarks:
+the numbers against the samples it wrote, sampling and pass@k, resume after SIGKILL, a torn sample
+line, settings that changed, and the vLLM path with vLLM replaced at its one seam (the only fake)."""
+
+import itertools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from transformers import AutoTokenizer
+
+from eval import run as eval_run
+from eval.backends import Decoding
+from eval.results import ResultsError
+from recipes import models
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures" / "eval"
+BENCHES = ["arith", "mixed", "gpqa_diamond"]  # 6 + 4 + 3 questions
+SMALL = Decoding(max_new_tokens=24, max_model_len=512)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    """The tiny model with a short warm start (~10 s to build): it answers "The answer is \\boxed{N}."
+    with mostly wrong N, which is all these tests need."""
+    return models.build_tiny(tmp_path_factory.mktemp("tiny") / "model", seed=0, warm_start_steps=150)
+
+
+def samples_of(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+
+
+def summary_of(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+def run_eval(model, out, grader, **kw):
+    kw = {"benchmarks": BENCHES, "data_dir": FIXTURES, "decoding": SMALL, "backend": "hf", **kw}
+    return eval_run.evaluate(model, out, grader=grader, progress=False, quiet=True, **kw)
+
+
+def test_greedy_numbers_match_the_samples_written(tiny, tmp_path, grader):
+    out = tmp_path / "greedy"
+    s = run_eval(tiny, out, grader, runs=2, batch_size=4)
+    recs = samples_of(out)
+    assert len(recs) == 13 * 2 and s["complete"]
+    assert len({(r["benchmark"], r["question_id"], r["repeat"]) for r in recs}) == 26
+    # greedy on transformers is deterministic: both repeats wrote the same text
+    by_key = {(r["benchmark"], r["question_id"], r["repeat"]): r for r in recs}
+    assert all(by_key[(b, q, 0)]["response"] == by_key[(b, q, 1)]["response"] for b, q, _ in by_key)
+    per_bench = {}
+    for b in BENCHES:
+        rs = [r for r in recs if r["benchmark"] == b]
+        per_bench[b] = sum(r["correct"] for r in rs) / len(rs)
+        assert s["benchmarks"][b]["accuracy"]["mean"] == pytest.approx(per_bench[b])
+        assert s["benchmarks"][b]["accuracy"]["std"] == 0.0
+        assert s["benchmarks"][b]["mean_tokens"] == pytest.approx(sum(r["tokens"] for r in rs) / len(rs))
+    assert s["per_benchmark_average"]["accuracy"]["mean"] == pytest.approx(sum(per_bench.values()) / 3)
+    assert s["per_question_average"]["accuracy"]["mean"] == pytest.approx(
+        sum(r["correct"] for r in recs) / 26
+    )
+    # each verdict is the grader's on the written response
+    for r in recs:
+        if r["benchmark"] != "gpqa_diamond":
+            assert r["correct"] == bool(grader.grade(r["response"], r["answer"], mode="boxed")["acc"])
+    assert all(r["tokens"] >= 1 and r["finish"] in ("stop", "length") for r in recs)
+    table = (out / "table.md").read_text()
+    assert "| arith | 6 | " in table and "| per-question average | 13 | " in table and "avg@2" in table
+    assert [json.loads(line)["generated"] for line in (out / "runs.jsonl").read_text().splitlines()] == [26]
+    # a rerun finds everything done: nothing generated, the same summary
+    assert run_eval(tiny, out, grader, runs=2, batch_size=4) == s
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert [(r["generated"], r["skipped"]) for r in runs] == [(26, 0), (0, 26)]
+
+
+def brute_pass_at_k(verdicts: list[bool], k: int) -> float:
+    subsets = list(itertools.combinations(verdicts, k))
+    return sum(any(s) for s in subsets) / len(subsets)
+
+
+def test_sampling_reports_pass_at_k_of_the_samples_written(tiny, tmp_path, grader):
+    out = tmp_path / "sample"
+    decoding = Decoding(
+        mode="sample", temperature=1.0, top_p=1.0, max_new_tokens=24, max_model_len=512, seed=3
+    )
+    s = run_eval(tiny, out, grader, decoding=decoding, runs=4, ks=[1, 2, 4], benchmarks=["arith", "mixed"])
+    recs = samples_of(out)
+    assert len(recs) == 10 * 4
+    assert len({r["response"] for r in recs}) > 1  # sampling, not greedy
+    for b in ("arith", "mixed"):
+        verdicts = {}
+        for r in recs:
+            if r["benchmark"] == b:
+                verdicts.setdefault(r["question_id"], {})[r["repeat"]] = r["correct"]
+        for k in (1, 2, 4):
+            want = sum(brute_pass_at_k(list(v.values()), k) for v in verdicts.values()) / len(verdicts)
+            assert s["benchmarks"][b]["pass_at_k"][str(k)] == pytest.approx(want)
+    assert "pass@4" in (out / "table.md").read_text() and "mean@4" in (out / "table.md").read_text()
+
+
+def test_resume_after_sigkill_generates_only_the_missing_samples(tiny, tmp_path, grader):
+    """A real `python -m eval.run` killed with SIGKILL once samples are on disk; the rerun keeps
+    them, generates only the rest, and ends with the summary of an uninterrupted run."""
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "eval.run", "--model", str(tiny), "--out", str(out)]
+    cmd += ["--data-dir", str(FIXTURES), "--benchmarks", ",".join(BENCHES), "--backend", "hf"]
+    cmd += ["--repeats", "4", "--batch-size", "1", "--max-new-tokens", "24", "--max-model-len", "512"]
+    cmd += ["--no-progress"]
+    total = 13 * 4
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    samples = out / "samples.jsonl"
+    try:
+        deadline = time.monotonic() + 120
+        while not (samples.exists() and samples.read_bytes().count(b"\n") >= 3):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no samples written in 120 s"
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGKILL)  # the evaluation and its grading workers
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    kept = samples.read_bytes().count(b"\n")
+    assert 3 <= kept < total, kept
+    assert not (out / "summary.json").exists()
+
+    resumed = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"{kept} of {total} samples done, {total - kept} to generate" in resumed.stdout
+    recs = samples_of(out)
+    keys = [(r["benchmark"], r["question_id"], r["repeat"]) for r in recs]
+    assert len(keys) == len(set(keys)) == total  # every sample once: none lost, none generated twice
+    assert json.loads((out / "runs.jsonl").read_text().splitlines()[-1])["generated"] == total - kept
+
+    reference = tmp_path / "uninterrupted"
+    run_eval(tiny, reference, grader, runs=4, batch_size=1)
+    assert summary_of(out) == summary_of(reference)
+
+
+def test_a_torn_last_line_is_cut_off_and_its_sample_generated_again(tiny, tmp_path, grader, capsys):
+    out = tmp_path / "torn"
+    want = run_eval(tiny, out, grader, runs=1, benchmarks=["arith"])
+    data = (out / "samples.jsonl").read_bytes()
+    last_start = data.rstrip(b"\n").rfind(b"\n") + 1
+    (out / "samples.jsonl").write_bytes(data[: last_start + 25])  # killed inside the last append
+    assert run_eval(tiny, out, grader, runs=1, benchmarks=["arith"]) == want
+    assert "cut off a partial last line (25 bytes)" in capsys.readouterr().err
+    assert (out / "samples.jsonl").read_bytes().count(b"\n") == 6
+    assert json.loads((out / "runs.jsonl").read_text().splitlines()[-1])["generated"] == 1
+
+
+def test_changed_settings_or_prompts_are_refused_and_nothing_is_lost(tiny, tmp_path, grader):
+    out = tmp_path / "settings"
+    run_eval(tiny, out, grader, runs=1, benchmarks=["arith"])
+    before = (out / "samples.jsonl").read_bytes()
+    with pytest.raises(ResultsError, match=r"template: 'qwen-math' there, 'simplerl' now"):
+        run_eval(tiny, out, grader, runs=1, benchmarks=["arith"], template="simplerl")
+    with pytest.raises(ResultsError, match=r"max_new_tokens: 24 there, 32 now"):
+        run_eval(
+            tiny,
+            out,
+            grader,
+            runs=1,
+            benchmarks=["arith"],
+            decoding=Decoding(max_new_tokens=32, max_model_len=512),
+        )
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES, data)
+    run_eval(tiny, tmp_path / "p", grader, runs=1, benchmarks=["arith"], data_dir=data)
+    (data / "arith.jsonl").write_text((data / "arith.jsonl").read_text().replace("5 + 7", "5 + 8"))
+    with pytest.raises(ResultsError, match=r"arith question a1 repeat 0 was generated from another prompt"):
+        run_eval(tiny, tmp_path / "p", grader, runs=1, benchmarks=["arith"], data_dir=data)
+    with pytest.raises(eval_run.EvalError, match="inside the model folder"):
+        run_eval(tiny, tiny / "results", grader, runs=1)
+    with pytest.raises(eval_run.EvalError, match="pass@k needs sampling"):
+        run_eval(tiny, tmp_path / "k", grader, runs=2, ks=[1])
+    with pytest.raises(eval_run.EvalError, match="unknown template 'qwen'"):
+        run_eval(tiny, tmp_path / "t", grader, template="qwen")
+    assert (out / "samples.jsonl").read_bytes() == before
+    # more repeats later is allowed: only the new repeat is generated
+    s = run_eval(tiny, out, grader, runs=2, benchmarks=["arith"])
+    assert s["settings"]["runs"] == 2 and len(samples_of(out)) == 12
+
+
+def test_cli_errors_are_one_line_and_exit_2(tiny, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "eval.run", "--model", str(tiny), "--out", str(tmp_path / "o")]
+        + ["--data-dir", str(FIXTURES), "--benchmarks", "arith,nosuch", "--backend", "hf"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "error: benchmark 'nosuch': none of nosuch.jsonl in" in proc.stderr
+    assert not (tmp_path / "o").exists()  # failed before writing anything
+
+
+# ------------------------------------------------------------------------------ vLLM seam
+class FakeVLLM:
+    """Stands in for the `vllm` module (not installable on a CPU machine): `LLM` counts engines and
+    generate calls and answers every prompt with `\\boxed{12}`; `SamplingParams` keeps its keywords."""
+
+    def __init__(self):
+        self.engines, self.calls = [], []
+        fake = self
+
+        class LLM:
+            def __init__(self, model, **kwargs):
+                fake.engines.append({"model": model, **kwargs})
+
+            def get_tokenizer(self):
+                return AutoTokenizer.from_pretrained(fake.engines[-1]["model"])
+
+            def generate(self, prompts, params, use_tqdm=True):
+                fake.calls.append((prompts, params))
+                return [
+                    SimpleNamespace(
+                        outputs=[
+                            SimpleNamespace(
+                                text="The answer is \\boxed{12}.", token_ids=[5, 6, 7], finish_reason="stop"
+                            )
+                            for _ in range(p.n)
+                        ]
+                    )
+                    for p in params
+                ]
+
+        self.LLM = LLM
+        self.SamplingParams = lambda **kw: SimpleNamespace(**kw)
+
+
+def test_vllm_backend_loads_engine_once_fake_vllm(tiny, tmp_path, grader, monkeypatch):
+    fake = FakeVLLM()
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    out = tmp_path / "vllm"
+    s = run_eval(tiny, out, grader, runs=3, benchmarks=["arith", "mixed"], backend="vllm")
+    assert len(fake.engines) == 1  # one engine for both benchmarks and all 3 repeats
+    engine = fake.engines[0]
+    assert engine["model"] == str(tiny.resolve()) and engine["max_model_len"] == 512
+    assert len(fake.calls) == 3  # one generate call per repeat, with every prompt of both benchmarks
+    tok = AutoTokenizer.from_pretrained(tiny)
+    for prompts, params in fake.calls:
+        assert len(prompts) == 10
+        for p, sp in zip(prompts, params, strict=True):
+            assert (
+                sp.n == 1
+                and sp.temperature == 0.0
+                and sp.max_tokens == min(24, 512 - len(p["prompt_token_ids"]))
+            )
+        want = tok.encode(
+            eval_run.render_prompt("qwen-math", "What is 5 + 7?", tok), add_special_tokens=False
+        )
+        assert want in [p["prompt_token_ids"] for p in prompts]
+    # every answer is 12: arith a1, a3, a5 right (3/6); mixed ["12\n"] and 12.0 right (2/4)
+    assert (
+        s["benchmarks"]["arith"]["accuracy"]["mean"] == 0.5
+        and s["benchmarks"]["mixed"]["accuracy"]["mean"] == 0.5
+    )
+    assert s["per_question_average"]["accuracy"]["mean"] == pytest.approx(5 / 10)
+    assert {r["tokens"] for r in samples_of(out)} == {3}
+    # finished: a rerun loads no engine at all
+    run_eval(tiny, out, grader, runs=3, benchmarks=["arith", "mixed"], backend="vllm")
+    assert len(fake.engines) == 1 and len(fake.calls) == 3
+    # sampling: one request per question asks for all n samples
+    fake.calls.clear()
+    sample = Decoding(mode="sample", temperature=0.6, top_p=0.95, max_new_tokens=24, max_model_len=512)
+    s = run_eval(
+        tiny,
+        tmp_path / "vs",
+        grader,
+        runs=4,
+        ks=[1, 4],
+        benchmarks=["arith"],
+        backend="vllm",
+        decoding=sample,
+    )
+    assert len(fake.engines) == 2 and len(fake.calls) == 1
+    prompts, params = fake.calls[0]
+    assert len(prompts) == 6 and {(p.n, p.temperature, p.top_p) for p in params} == {(4, 0.6, 0.95)}
+    assert s["benchmarks"]["arith"]["pass_at_k"] == {"1": 0.5, "4": 0.5}
+
+
+# ------------------------------------------------------------------------------ benchmark script
+@pytest.mark.slow
+def test_backend_bench_prints_its_table(tiny):
+    bench = REPO / "scripts" / "bench" / "eval_backend_bench.py"
+    proc = subprocess.run(
+        [sys.executable, str(bench), "--model", str(tiny), "--questions", "8", "--max-new-tokens", "16"]
+        + ["--batch-sizes", "4"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
+    assert len(rows) == 1 + 2, proc.stdout  # header + per-question + batched(4)
+    assert "per-question" in rows[1] and "batched" in rows[2]
+    assert "speed-up of batched generation (batch 4) over per-question" in proc.stdout
