@@ -50,7 +50,6 @@ from omegaconf import OmegaConf
 from verl.single_controller.base.decorator import Dispatch, register
 from verl.workers.engine_workers import ActorRolloutRefWorker
 
-TRIGGERS = ("interval", "kl_spike", "val_decline", "val_plateau")
 STATE_FILE = "prorl_state.json"
 SNAPSHOT_DIR = "prorl_reference"
 
