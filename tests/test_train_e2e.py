@@ -304,7 +304,9 @@ def test_cw_grpo_trains_and_logs_its_weights(methods, cache, tmp_path):
     for r in records:
         d = r["data"]
         assert d["actor/cw_grpo/weight_mean"] == pytest.approx(1.0, abs=1e-5)
-        assert 0.0 < d["actor/cw_grpo/weight_min"] <= 1.0
+        # a token whose covariance is ~14 sigma out gets exp(-c^2 / 2 sigma^2) = 0 in float32: the
+        # smallest weight may be exactly 0 (CI saw it once with 2 x 32 responses)
+        assert 0.0 <= d["actor/cw_grpo/weight_min"] <= 1.0
         assert 0.0 <= d["actor/cw_grpo/frac_below_0.5"] < 1.0
         assert (
             d["actor/cw_grpo/cov_pos_top_0.01pct"]
