@@ -187,7 +187,7 @@ def default_hf_root(checkpoint_root: str | os.PathLike) -> Path:
     return Path(checkpoint_root).resolve().parent / "hf"
 
 
-def _int_list(text: str) -> list[int]:
+def int_list(text: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
@@ -196,7 +196,7 @@ def _int_list(text: str) -> list[int]:
 
 def add_selection_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--every", type=int, help="only steps divisible by K")
-    p.add_argument("--steps", type=_int_list, help="only these steps, e.g. 20,40,2720")
+    p.add_argument("--steps", type=int_list, help="only these steps, e.g. 20,40,2720")
     p.add_argument("--hf-root", help="where converted models go (default: hf/ beside CHECKPOINT_ROOT)")
     p.add_argument("--trust-remote-code", action="store_true", help="passed to verl's merger")
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from eval import benchmarks as bm
 from eval import metrics
 from eval.backends import BACKENDS, Backend, Decoding, make_backend
+from eval.convert import int_list
 from eval.grading import grade_responses
 from eval.results import (
     RUNS,
@@ -234,7 +235,16 @@ def evaluate(
         engine.close()
 
     full = summary_settings(
-        model_path, benchmarks, data_dir, limit, template, decoding, runs, ks, grading, backend
+        model_path,
+        benchmarks=benchmarks,
+        data_dir=data_dir,
+        limit=limit,
+        template=template,
+        decoding=decoding,
+        runs=runs,
+        ks=ks,
+        grading=grading,
+        backend=backend,
     )
     summary = summarize(store, benches, full)
     atomic_write_json(out / SUMMARY, summary)
@@ -298,21 +308,21 @@ def sample_settings(model_path: Path, template: str, decoding: Decoding, grading
 
 def summary_settings(
     model: str | os.PathLike,
-    benchmarks: Sequence[str] = bm.DEFAULT_SUITE,
-    data_dir: str | os.PathLike | None = None,
-    limit: int | None = None,
-    template: str = "qwen-math",
-    decoding: Decoding | None = None,
-    runs: int | None = None,
-    ks: Sequence[int] = (),
-    grading: str = "boxed",
-    backend: str = "hf",
+    *,
+    benchmarks: Sequence[str],
+    data_dir: str | os.PathLike | None,
+    limit: int | None,
+    template: str,
+    decoding: Decoding,
+    runs: int,
+    ks: Sequence[int],
+    grading: str,
+    backend: str,
     **_: object,
 ) -> dict:
-    """summary.json's `settings`: the sample settings plus what was evaluated (same arguments as
-    `evaluate`; eval.iterate uses it to skip a step already evaluated with these settings)."""
-    decoding = decoding or Decoding()
-    runs = runs or (5 if decoding.mode == "greedy" else 32)
+    """summary.json's `settings`: the sample settings plus what was evaluated (`evaluate`'s resolved
+    arguments, or `eval_kwargs`; eval.iterate uses it to skip a step already evaluated with these
+    settings)."""
     return {
         **sample_settings(Path(model), template, decoding, grading, backend),
         "runs": runs,
@@ -370,13 +380,6 @@ def summarize(store: SampleStore, benches: list, settings: dict) -> dict:
 
 
 # ------------------------------------------------------------------------------------------- CLI
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-
-
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     """The evaluation settings, shared with eval.iterate."""
     g = p.add_argument_group("benchmarks")
@@ -397,7 +400,7 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--decoding", choices=("greedy", "sample"), default="greedy")
     g.add_argument("--repeats", type=int, help="greedy: runs averaged, avg@R (default 5, the papers' avg@5)")
     g.add_argument("--n", type=int, help="sample: samples per question (default 32, TA-GRPO's largest k)")
-    g.add_argument("--k", type=_int_list, help="sample: pass@k for these k (default 1,2,4,...,n)")
+    g.add_argument("--k", type=int_list, help="sample: pass@k for these k (default 1,2,4,...,n)")
     g.add_argument("--temperature", type=float, default=0.6, help="sample: temperature (default 0.6)")
     g.add_argument("--top-p", type=float, default=0.95, help="sample: nucleus top-p (default 0.95)")
     g.add_argument("--max-new-tokens", type=int, default=3000, help="default 3000 (the paper's)")

