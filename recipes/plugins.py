@@ -2,6 +2,7 @@
 rollout workers, reward loop), loaded through our `verl.plugins` entry point on `import verl`:
 
   platform "cpu"          defined here (blockers 3 and 8 of recipes/cpu_platform.py)
+  vLLM's CPU build answering for "vllm"  recipes/cpu_vllm.py (first, before verl imports vLLM)
   rollout "hf_cpu"        recipes/cpu_platform.py (+ its CPU patches when VERL_PLATFORM=cpu)
   trainer "recipes_sync"  recipes/trainer.py
   reward "math_pool"      rewards/verl_manager.py
@@ -26,6 +27,11 @@ import types
 from typing import Any
 
 import torch
+
+from recipes.cpu_vllm import patch_vllm_version
+
+patch_vllm_version()
+
 from verl.plugin.platform.platform_base import PlatformBase
 from verl.plugin.platform.platform_manager import PlatformRegistry
 

