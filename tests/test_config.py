@@ -1,6 +1,7 @@
 """recipes.train's configs: every preset composes into a config verl accepts, and each kind of bad
 config fails before Ray starts with one sentence that names the key."""
 
+import json
 import os
 import subprocess
 import sys
@@ -55,7 +56,8 @@ def test_model_and_data_choices_reach_the_config(tmp_path, monkeypatch):
     assert cfg.recipes.model == "smollm2_135m" and cfg.recipes.data == "toy_arithmetic"
     assert cfg.actor_rollout_ref.model.path == f"{tmp_path}/models/smollm2_135m"
     assert cfg.data.train_files == f"{tmp_path}/data/toy_arithmetic/train.parquet"
-    assert cfg.actor_rollout_ref.rollout.name == "hf_cpu"
+    assert cfg.actor_rollout_ref.rollout.name == "vllm"
+    assert cfg.actor_rollout_ref.rollout.enable_sleep_mode is False
 
 
 def test_model_shorthand_is_translated_for_verls_packaged_group():
@@ -84,8 +86,12 @@ BAD = [
     ),
     (["actor_rollout_ref.rollout.n=1"], "actor_rollout_ref.rollout.n=1"),
     (
-        ["actor_rollout_ref.rollout.name=vllm"],
-        "actor_rollout_ref.rollout.name=vllm cannot run with platform=cpu",
+        ["actor_rollout_ref.rollout.name=sglang"],
+        "actor_rollout_ref.rollout.name=sglang: the recipes roll out through verl's vLLM server",
+    ),
+    (
+        ["actor_rollout_ref.rollout.enable_sleep_mode=true"],
+        "vLLM's CPU platform has no sleep mode",
     ),
     (["+actor_rollout_ref.actor.clip_ratio_hihg=0.3"], "actor_rollout_ref.actor: "),
     (
@@ -156,6 +162,18 @@ def test_bad_config_fails_with_a_sentence_naming_the_key(overrides, message):
         check_config(compose(["experiment=demo_cpu", *overrides]))
     assert message in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_a_head_size_vllms_cpu_attention_cannot_run_is_refused_before_ray(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"hidden_size": 64, "num_attention_heads": 4}))
+    with pytest.raises(ConfigError, match="head size 16; vLLM's CPU attention takes 32 to 512"):
+        check_config(compose(["experiment=demo_cpu", f"actor_rollout_ref.model.path={model}"]))
+    (model / "config.json").write_text(
+        json.dumps({"hidden_size": 64, "num_attention_heads": 4, "head_dim": 32})
+    )
+    check_config(compose(["experiment=demo_cpu", f"actor_rollout_ref.model.path={model}"]))
 
 
 @pytest.mark.parametrize("baseline", ["grpo", "dapo", "dr_grpo"])
@@ -296,7 +314,7 @@ def test_cli_rejects_a_bad_config_before_ray_starts(tmp_path):
 def test_cfg_job_prints_the_resolved_config_without_running(tmp_path):
     out = _run_cli(tmp_path, "experiment=demo_cpu", "model=smollm2_135m", "--cfg", "job")
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "name: hf_cpu" in out.stdout and "smollm2_135m" in out.stdout
+    assert "name: vllm" in out.stdout and "smollm2_135m" in out.stdout
     assert not (tmp_path / "models").exists()  # printing builds nothing
 
 

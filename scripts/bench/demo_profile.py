@@ -1,5 +1,6 @@
-"""Profile the CPU demo: start-up time, seconds per step and peak memory of
-`python -m recipes.train experiment=demo_cpu` (verl's real trainer on the CPU).
+"""Profile the CPU demo: start-up time, seconds per step (split into generation, actor update and
+the rest) and peak memory of `python -m recipes.train experiment=demo_cpu` (verl's real trainer
+on the CPU, rolling out through verl's vLLM server on vLLM's CPU build).
 
     .venv/bin/python scripts/bench/demo_profile.py                      # MODEL=tiny
     .venv/bin/python scripts/bench/demo_profile.py experiment=demo_cpu_smollm2
@@ -73,19 +74,28 @@ def main(overrides: list[str]) -> None:
         records = [
             json.loads(line) for f in (out / "metrics").glob("*.jsonl") for line in f.read_text().splitlines()
         ]
+        records.sort(key=lambda r: r["step"])
         steps = [r["data"]["timing_s/step"] for r in records]
         startup = step1_end - started - steps[0]
         print(log[log.find("step  reward") :].strip())
         print()
+
+        def later(key: str) -> float:  # median over steps 2+ (step 1 pays one-time costs)
+            values = [r["data"].get(key, 0.0) for r in records[1:]]
+            return statistics.median(values) if values else float("nan")
+
+        step, gen, update = later("timing_s/step"), later("timing_s/gen"), later("timing_s/update_actor")
         print(
-            f"| {'command':40s} | start-up s | s/step (median, steps 2+) | step 1 s | wall s | peak RSS GB |"
+            "| command | start-up s | step 1 s | s/step | generation | actor update | other | wall s "
+            "| peak RSS GB |"
         )
-        print(f"|{'-' * 42}|-----------:|--------------------------:|---------:|-------:|------------:|")
-        later = statistics.median(steps[1:]) if len(steps) > 1 else float("nan")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         print(
-            f"| {' '.join(overrides):40s} | {startup:10.1f} | {later:25.2f} | {steps[0]:8.1f} | {wall:6.1f} "
-            f"| {peak / 2**30:11.2f} |"
+            f"| {' '.join(overrides)} | {startup:.1f} | {steps[0]:.1f} | {step:.2f} | {gen:.2f} | {update:.2f} "
+            f"| {step - gen - update:.2f} | {wall:.1f} | {peak / 2**30:.2f} |"
         )
+        print("(s/step and its split: medians over steps 2+; generation is verl's timing_s/gen, the actor")
+        print(" update timing_s/update_actor, other the rest: log-probs, reference, reward, weight sync)")
 
 
 if __name__ == "__main__":

