@@ -42,3 +42,43 @@ def test_prompt_aug_bench_prints_its_table():
     ]
     assert len(rows) == 2, out.stdout
     assert float(rows[0].split("|")[3]) == 1.0 and float(rows[1].split("|")[3]) > 0, out.stdout
+
+
+VLLM_BENCH = BENCH.parent / "vllm_cpu_bench.py"
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_vllm_cpu_bench_runs_every_contender_on_the_same_work(tmp_path):
+    """Real vLLM engines (float32, bfloat16) and transformers on a random tiny model: each
+    generates exactly prompts x n x tokens tokens, and the table has a row per contender."""
+    from recipes.models import build_tiny
+
+    model = build_tiny(tmp_path / "tiny", warm_start_steps=0)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(VLLM_BENCH),
+            "--model-path",
+            str(model),
+            "--prompts",
+            "3",
+            "--n",
+            "2",
+            "--tokens",
+            "8",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stdout[-3000:]
+    results = [line for line in out.stdout.splitlines() if line.startswith("  ")]
+    assert len(results) == 3 and all("'tokens': 48" in line for line in results), out.stdout
+    rows = [
+        line
+        for line in out.stdout.splitlines()
+        if line.startswith("| transformers") or line.startswith("| vllm-")
+    ]
+    assert [r.split(" | ")[0] for r in rows] == ["| transformers", "| vllm-float32", "| vllm-bfloat16"]
+    assert rows[0].split(" | ")[4] == "1.00x"

@@ -153,16 +153,16 @@ def main() -> None:
     p.add_argument("--n", type=int, default=8, help="samples per question (default 8)")
     p.add_argument("--tokens", type=int, default=64, help="new tokens per sample (default 64)")
     p.add_argument("--child", choices=CONTENDERS, help=argparse.SUPPRESS)
-    p.add_argument("--model-path", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--model-path", type=Path, help="a local model folder instead of --model")
     args = p.parse_args()
     if args.child:
         child(args)
         return
     from recipes.models import ensure_model
 
-    args.model_path = ensure_model(args.model)
+    args.model_path = args.model_path or ensure_model(args.model)
     print(
-        f"{args.model}: {args.prompts} prompts x {args.n} samples x {args.tokens} tokens, "
+        f"{args.model_path.name}: {args.prompts} prompts x {args.n} samples x {args.tokens} tokens, "
         f"{os.cpu_count()} cores",
         flush=True,
     )
