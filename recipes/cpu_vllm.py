@@ -158,9 +158,11 @@ def remove_orphans(new: set[str], wait_s: float = 15.0) -> list[str]:
 
 
 def cache_env(root: str | os.PathLike) -> dict[str, str]:
-    """Environment that keeps vLLM's and HF datasets' files under `root` and usage reports off."""
+    """Environment that keeps vLLM's and HF datasets' files (caches, vLLM's ZMQ sockets, which its
+    killed processes leave in /tmp) under `root`, and usage reports off."""
     return {
         "VLLM_CACHE_ROOT": f"{root}/vllm",
+        "VLLM_RPC_BASE_PATH": str(root),
         "HF_DATASETS_CACHE": f"{root}/datasets",
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
