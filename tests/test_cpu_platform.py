@@ -266,6 +266,7 @@ def test_version_patch_leaves_other_names_alone():
     )
 
 
+@pytest.mark.vllm
 def test_vllm_loads_our_plugin_and_keeps_linear_weights():
     """(vllm 2) vLLM's own plugin loader applies the patch; vLLM still drops the weight without it
     (the day an upgrade stops doing so, this fails and the patch can go)."""
@@ -288,6 +289,7 @@ def _layer(weight: torch.Tensor, bias: torch.Tensor) -> torch.nn.Module:
     return layer
 
 
+@pytest.mark.vllm
 def test_reloaded_weights_are_used_after_the_repack():
     """What verl's weight sync does to each vLLM linear layer on a CPU: load new values into
     `layer.weight` in place, then run vLLM's post-load processing again. The layer must then compute

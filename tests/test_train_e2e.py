@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +53,7 @@ def train(cache: Path, out: Path, method: str, steps: int, *extra: str) -> subpr
         *extra,
     ]
     env = {**os.environ, "RECIPES_CACHE": str(cache), "RAY_DEDUP_LOGS": "0"}
+    before = litter()
     proc = subprocess.run(
         [sys.executable, "-m", "recipes.train", *args],
         cwd=REPO,
@@ -61,7 +63,18 @@ def train(cache: Path, out: Path, method: str, steps: int, *extra: str) -> subpr
         timeout=RUN_TIMEOUT_S,
     )
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-6000:])
+    left = litter() - before
+    assert not left, f"the run left {sorted(left)}"
     return proc
+
+
+def litter() -> set[str]:
+    """What a run could leave behind: files in /dev/shm (shared memory of killed processes), in
+    ~/.cache (vLLM's compile cache, HF datasets' cache) and vLLM's sockets in the temp folder."""
+    found = {f"/dev/shm/{p.name}" for p in Path("/dev/shm").glob("*")}
+    found |= {str(p) for p in (Path.home() / ".cache").glob("*")}
+    found |= {str(p) for p in Path(tempfile.gettempdir()).glob("*-*-*-*-*") if p.is_socket()}
+    return found
 
 
 def metrics_of(out: Path) -> list[dict]:
