@@ -15,11 +15,14 @@ gets an explicit size instead (`kv_cache_memory_bytes`, default 512 MiB); the en
 torch.compile warm-up, minutes on a few cores), warms up on a batch of `max_num_batched_tokens`
 (default 1,024 on a CPU: smaller starts faster; prefill is chunked) and loads float32 weights unless
 `dtype` says otherwise (bf16 checkpoints are upcast, as with transformers). vLLM's files stay out of
-the home and temporary folders: on a CPU, vLLM's and torch inductor's caches and the IPC sockets go
-to a temporary folder removed on `close` (unless VLLM_CACHE_ROOT, TORCHINDUCTOR_CACHE_DIR,
-VLLM_RPC_BASE_PATH are set), usage statistics are off (unless VLLM_NO_USAGE_STATS is set), and the /dev/shm files that the engine's killed processes leave behind
-are removed on `close`. vLLM's CPU build starts its engine in "spawn" processes, so a script that
-makes a backend needs an `if __name__ == "__main__":` guard.
+the home folder: on a CPU, vLLM's cache and IPC sockets go to a temporary folder removed on `close`
+(unless VLLM_CACHE_ROOT / VLLM_RPC_BASE_PATH are set), usage statistics are off (unless
+VLLM_NO_USAGE_STATS is set), and the /dev/shm files that the engine's killed processes leave behind
+are removed on `close`. torch inductor's cache stays where torch keeps it (/tmp/torchinductor_<user>
+or TORCHINDUCTOR_CACHE_DIR; its precompiled headers always in the former): the CPU worker compiles a
+few kernels and a header there even when eager, and a warm cache saves ~20 s of each engine's
+warm-up on 2 cores. vLLM's CPU build starts its engine in "spawn" processes, so a script that makes
+a backend needs an `if __name__ == "__main__":` guard.
 
 transformers (`HFBackend`): prompts sorted by length, left-padded batches of `batch_size`, one
 `model.generate` per batch. A batch may generate up to min(max_new_tokens, max_model_len - its
@@ -30,7 +33,6 @@ tokens are affected). Greedy decoding here is deterministic: repeats give identi
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -209,7 +211,12 @@ class VLLMBackend:
             ) from e
         self.on_cpu = current_platform.is_cpu()
         self.llm = None
-        self._session = _CPUSession() if self.on_cpu else None
+        self._session = None
+        if self.on_cpu:
+            from recipes.cpu_vllm import CPUSession
+
+            # only psm_*: this process's own live semaphores (sem.mp-*) cannot be told from orphans
+            self._session = CPUSession(orphan_prefixes=("psm_",), prefix="eval-vllm-")
         try:
             import vllm
 
@@ -272,50 +279,7 @@ class VLLMBackend:
         del llm, core
         if self._session is not None:
             session, self._session = self._session, None
-            session.close()
-
-
-class _CPUSession:
-    """Around one vLLM engine on a CPU: vLLM's compile cache, torch inductor's cache (its worker
-    precompiles C++ headers there even when eager) and IPC sockets in a temporary folder, and
-    usage statistics off (each only where the user has not set its variable); on `close` the
-    folder removed, the environment restored, and the vLLM message queues (/dev/shm/psm_*) that
-    appeared meanwhile and that no live process holds removed (a killed engine process leaves
-    them). Multiprocessing semaphores (sem.mp-*) are left to Python's resource tracker: a live one
-    is mapped under another name (glibc creates it under a temporary name and links it), so it
-    cannot be told from an orphan, and removing it breaks its owner's cleanup at exit."""
-
-    def __init__(self):
-        import tempfile
-
-        from recipes.cpu_vllm import shm_files
-
-        self.shm_before = shm_files()
-        self.root = tempfile.mkdtemp(prefix="eval-vllm-")
-        want = {
-            "VLLM_CACHE_ROOT": f"{self.root}/cache",
-            "TORCHINDUCTOR_CACHE_DIR": f"{self.root}/inductor",  # the CPU worker's precompiled headers
-            "VLLM_RPC_BASE_PATH": self.root,
-            "VLLM_NO_USAGE_STATS": "1",
-        }
-        self.saved = {k: os.environ.get(k) for k in want}
-        for k, v in want.items():
-            if os.environ.get(k) is None:
-                os.environ[k] = v
-
-    def close(self) -> None:
-        import shutil
-
-        from recipes.cpu_vllm import remove_orphans, shm_files
-
-        for k, v in self.saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        shutil.rmtree(self.root, ignore_errors=True)
-        # after shutdown the engine holds nothing; a file still held after 2 s is another process's
-        remove_orphans({n for n in shm_files() - self.shm_before if n.startswith("psm_")}, wait_s=2.0)
+            session.close(wait_s=2.0)  # after shutdown a file still held is another process's
 
 
 BACKENDS = ("vllm", "hf")

@@ -29,8 +29,9 @@ outputs/<project>/<experiment>/{hf,eval}), never inside a checkpoint or model fo
 Exit status: 0 all selected steps evaluated; 1 some checkpoints were incomplete (skipped); 2 bad
 settings or a failed evaluation.
 
-Hardware: as eval.run (a GPU with vLLM, or transformers on a CPU for small models); conversion is
-CPU work. Time per step = conversion + one evaluation + ~5-10 s starting the child process.
+Hardware: as eval.run (vLLM on a GPU, or on a CPU with vLLM's CPU build; transformers without
+vLLM); conversion is CPU work. Time per step = conversion + one evaluation (with vLLM: starting
+its engine, ~1 minute on 2 cores) + ~5-10 s starting the child process.
 """
 
 from __future__ import annotations

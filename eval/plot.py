@@ -2,7 +2,9 @@
 
 Each point is a step's mean accuracy over its runs (greedy avg@R, or mean@n when sampling), with
 an error bar of one standard deviation over those runs. Written atomically (temporary file, then
-rename). matplotlib with the non-interactive Agg backend (no display needed).
+rename). matplotlib with the non-interactive Agg backend (no display needed). matplotlib's font
+cache and config folder go to a temporary folder removed at exit (unless MPLCONFIGDIR is set), not
+to ~/.cache/matplotlib and ~/.config/matplotlib.
 """
 
 from __future__ import annotations
@@ -15,9 +17,25 @@ from pathlib import Path
 AVERAGES = ("per-benchmark average", "per-question average")
 
 
+def _matplotlib_dir() -> None:
+    """Point MPLCONFIGDIR at a temporary folder removed at exit, unless it is set or matplotlib was
+    imported already (it reads the variable on import)."""
+    import sys
+
+    if "MPLCONFIGDIR" in os.environ or "matplotlib" in sys.modules:
+        return
+    import atexit
+    import shutil
+
+    root = tempfile.mkdtemp(prefix="eval-matplotlib-")
+    os.environ["MPLCONFIGDIR"] = root
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+
+
 def plot_steps(rows: list[dict], path: str | os.PathLike, title: str = "") -> Path:
     """`rows`: one per step, {"step": N, "series": {name: (mean, std) or None}}, in % (from
     eval.iterate). Every series name gets a panel; missing points are left out."""
+    _matplotlib_dir()
     import matplotlib
 
     matplotlib.use("Agg")

@@ -159,7 +159,7 @@ def remove_orphans(new: set[str], wait_s: float = 15.0) -> list[str]:
 
 def cache_env(root: str | os.PathLike) -> dict[str, str]:
     """Environment that keeps vLLM's and HF datasets' files (caches, vLLM's ZMQ sockets, which its
-    killed processes leave in /tmp) under `root`, and usage reports off."""
+    killed processes leave in /tmp) under `root`, and usage reports (~/.config/vllm) off."""
     return {
         "VLLM_CACHE_ROOT": f"{root}/vllm",
         "VLLM_RPC_BASE_PATH": str(root),
@@ -169,26 +169,54 @@ def cache_env(root: str | os.PathLike) -> dict[str, str]:
     }
 
 
-@contextlib.contextmanager
-def run_session():
-    """Around one CPU run (in the driver, before Ray starts, so every process inherits the
-    environment): vLLM's cache and HF datasets' cache in a temporary folder, removed afterwards;
-    Ray shut down at the end and the /dev/shm files its killed processes left removed."""
-    before = shm_files()
-    root = tempfile.mkdtemp(prefix="recipes-vllm-cache-")
-    saved = {k: os.environ.get(k) for k in cache_env(root)}
-    os.environ.update(cache_env(root))
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
+class CPUSession:
+    """Around vLLM on a CPU (a training run, or one evaluation engine): `cache_env` pointed at a
+    temporary folder (each variable only where the user has not set it); `close` restores the
+    environment, removes the folder, and removes the /dev/shm files named `orphan_prefixes` that
+    appeared meanwhile and that no live process holds. Idempotent.
+
+    Torch inductor's cache stays where torch keeps it (/tmp/torchinductor_<user>): vLLM's CPU
+    sampler compiles a few kernels even in eager mode, and a warm cache saves ~20 s of each
+    engine's start on 2 cores."""
+
+    def __init__(self, orphan_prefixes: tuple[str, ...] = ("psm_",), prefix: str = "recipes-vllm-"):
+        self.orphan_prefixes = orphan_prefixes
+        self.shm_before = shm_files()
+        self.root = tempfile.mkdtemp(prefix=prefix)
+        want = cache_env(self.root)
+        self.saved = {k: os.environ.get(k) for k in want}
+        for k, v in want.items():
+            if os.environ.get(k) is None:
+                os.environ[k] = v
+
+    def close(self, wait_s: float = 15.0) -> None:
+        if self.root is None:
+            return
+        for k, v in self.saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.root = None
+        new = {n for n in shm_files() - self.shm_before if n.startswith(self.orphan_prefixes)}
+        remove_orphans(new, wait_s=wait_s)
+
+
+@contextlib.contextmanager
+def run_session():
+    """Around one CPU training run, in the driver before Ray starts (every process inherits the
+    environment). At the end Ray is shut down, which ends every process of the run, and what
+    they leave in /dev/shm is removed: vLLM's message queues (`psm_*`), verl's weight-sync
+    buffers (`verl_weights_*`, after a crash mid-sync) and multiprocessing semaphores (`sem.mp-*`:
+    glibc maps a live one under another name, so "held" cannot be checked for them; only those
+    that appeared during the run are removed, once its processes are gone)."""
+    session = CPUSession(orphan_prefixes=("psm_", "verl_weights_", "sem.mp-"))
+    try:
+        yield
+    finally:
         import ray
 
         if ray.is_initialized():
-            ray.shutdown()  # ends every process of the run, so what they leave is orphaned
-        remove_orphans(shm_files() - before)
+            ray.shutdown()
+        session.close()

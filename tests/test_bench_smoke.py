@@ -74,11 +74,16 @@ def test_vllm_cpu_bench_runs_every_contender_on_the_same_work(tmp_path):
     )
     assert out.returncode == 0, out.stdout[-3000:]
     results = [line for line in out.stdout.splitlines() if line.startswith("  ")]
-    assert len(results) == 3 and all("'tokens': 48" in line for line in results), out.stdout
+    assert len(results) == 4 and all("'tokens': 48" in line for line in results), out.stdout
     rows = [
         line
         for line in out.stdout.splitlines()
         if line.startswith("| transformers") or line.startswith("| vllm-")
     ]
-    assert [r.split(" | ")[0] for r in rows] == ["| transformers", "| vllm-float32", "| vllm-bfloat16"]
+    assert [r.split(" | ")[0] for r in rows] == [
+        "| transformers",
+        "| vllm-float32",
+        "| vllm-bfloat16",
+        "| vllm-float32-allcores",
+    ]
     assert rows[0].split(" | ")[4] == "1.00x"

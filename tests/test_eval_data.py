@@ -104,6 +104,7 @@ def test_hub_loader_uses_datasets_and_falls_back_to_the_next_source(tmp_path, mo
     """The hub path through the real `datasets.load_dataset`: an id that cannot be reached (offline
     mode) is reported and the next source, a dataset folder in the hub's layout, is used."""
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf_cache")  # not ~/.cache
     folder = tmp_path / "amc_copy"
     (folder / "data").mkdir(parents=True)
     rows = [{"id": 7, "problem": "p1", "answer": 142.0}, {"id": 9, "problem": "p2", "answer": 3.0}]

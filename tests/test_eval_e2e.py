@@ -1,9 +1,11 @@
 """End to end: a real CPU training run (`python -m recipes.train experiment=demo_cpu`, 2 steps, a
 checkpoint at each) whose checkpoints eval.iterate converts with verl's merger and evaluates with the
-transformers backend over the fixture benchmarks; an incomplete checkpoint; --watch following
-checkpoints as they appear. One training run (about 2 minutes on 2 cores) shared by the module.
+vLLM backend (vLLM's CPU build, one engine per checkpoint) over the fixture benchmarks; an
+incomplete checkpoint; --watch following checkpoints as they appear (these two with the
+transformers backend: they test the checkpoint handling, and each vLLM engine costs a minute to
+start). One training run (about 2 minutes on 2 cores) shared by the module.
 
-Skip with `-m "not e2e"` (or `make test-fast`)."""
+Skip with `-m "not e2e"` (or `make test-fast`); `-m "not vllm"` skips the vLLM one."""
 
 import json
 import os
@@ -21,8 +23,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "eval"
-EVAL_ARGS = ["--data-dir", str(FIXTURES), "--benchmarks", "arith,mixed,gpqa_diamond", "--backend", "hf"]
+EVAL_ARGS = ["--data-dir", str(FIXTURES), "--benchmarks", "arith,mixed,gpqa_diamond"]
 EVAL_ARGS += ["--repeats", "2", "--max-new-tokens", "16", "--max-model-len", "512", "--no-progress"]
+ENGINE_STARTED = "Initializing a V1 LLM engine"  # vLLM's log line, once per engine
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +53,9 @@ def run(tmp_path_factory) -> Path:
     return out
 
 
-def iterate(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+def iterate(*args: str, backend: str = "hf", timeout: int = 600) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "eval.iterate", *args, *EVAL_ARGS],
+        [sys.executable, "-m", "eval.iterate", *args, *EVAL_ARGS, "--backend", backend],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -60,9 +63,12 @@ def iterate(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.vllm
+@pytest.mark.timeout(1500)  # the training run (its fixture) and two vLLM engines
 def test_iterate_converts_and_evaluates_every_checkpoint_of_a_real_run(run):
-    proc = iterate(str(run / "checkpoints"))
+    proc = iterate(str(run / "checkpoints"), backend="vllm")
     assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (proc.stdout + proc.stderr).count(ENGINE_STARTED) == 2  # one vLLM engine per checkpoint
     hf, results = run / "hf", run / "eval"  # the defaults: beside checkpoints/
     merged = {}
     for step in (1, 2):
@@ -85,6 +91,7 @@ def test_iterate_converts_and_evaluates_every_checkpoint_of_a_real_run(run):
         assert len(recs) == 13 * 2
         correct = sum(json.loads(r)["correct"] for r in recs)
         assert s["per_question_average"]["accuracy"]["mean"] == pytest.approx(correct / 26)
+        assert s["settings"]["backend"] == "vllm"
         rows[step] = s
     table = (results / "steps.md").read_text()
     for step, s in rows.items():
@@ -99,8 +106,9 @@ def test_iterate_converts_and_evaluates_every_checkpoint_of_a_real_run(run):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
     # rerun: nothing converted or generated again
-    again = iterate(str(run / "checkpoints"))
+    again = iterate(str(run / "checkpoints"), backend="vllm")
     assert again.returncode == 0, again.stderr[-3000:]
+    assert ENGINE_STARTED not in again.stdout + again.stderr
     for step in (1, 2):
         assert (
             f"step {step}: already converted -> {hf / f'global_step_{step}'}; already evaluated"
@@ -136,7 +144,11 @@ def test_watch_takes_each_checkpoint_once_verl_has_finished_it(run, tmp_path):
         str(tmp_path / "hf"),
     ]
     proc = subprocess.Popen(
-        [*cmd, *EVAL_ARGS], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*cmd, *EVAL_ARGS, "--backend", "hf"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         time.sleep(2)  # the watcher polls an empty root

@@ -33,13 +33,7 @@ FIXTURES = REPO / "tests" / "fixtures" / "eval"
 BENCHES = ["arith", "mixed", "gpqa_diamond"]  # 6 + 4 + 3 questions
 RUNS = 2
 SMALL = Decoding(max_new_tokens=24, max_model_len=512)
-VLLM_ENV = (
-    "VLLM_CACHE_ROOT",
-    "TORCHINDUCTOR_CACHE_DIR",
-    "VLLM_RPC_BASE_PATH",
-    "VLLM_NO_USAGE_STATS",
-    "VLLM_CONFIG_ROOT",
-)
+VLLM_ENV = ("VLLM_CACHE_ROOT", "VLLM_RPC_BASE_PATH", "VLLM_NO_USAGE_STATS", "VLLM_CONFIG_ROOT")
 
 
 @pytest.fixture(scope="module")
@@ -52,10 +46,14 @@ def tiny(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def vllm_run(tiny, tmp_path_factory) -> dict:
     """`python -m eval.run` with the defaults of backend and memory, a home and a temporary folder
-    of its own (to see what it leaves there), and /dev/shm watched."""
+    of its own (to see what it leaves there; torch inductor's cache stays in the usual one), and
+    /dev/shm watched."""
     home, tmp, out = (tmp_path_factory.mktemp(n) for n in ("home", "tmp", "results"))
     env = {k: v for k, v in os.environ.items() if k not in VLLM_ENV}
-    env.update(HOME=str(home), TMPDIR=str(tmp))
+    # torch inductor's cache (kept on purpose, eval/backends.py) where it is outside the test
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    env.update(HOME=str(home), TMPDIR=str(tmp), TORCHINDUCTOR_CACHE_DIR=cache_dir())
     cmd = [sys.executable, "-m", "eval.run", "--model", str(tiny), "--out", str(out)]
     cmd += ["--data-dir", str(FIXTURES), "--benchmarks", ",".join(BENCHES), "--repeats", str(RUNS)]
     cmd += ["--max-new-tokens", str(SMALL.max_new_tokens), "--max-model-len", str(SMALL.max_model_len)]
@@ -110,9 +108,9 @@ def test_default_backend_is_vllm_and_one_engine_serves_every_benchmark_and_repea
     again = eval_run.evaluate(
         tiny, out, BENCHES, data_dir=FIXTURES, decoding=SMALL, runs=RUNS, grader=grader, quiet=True
     )
-    assert again == summary | {"settings": again["settings"]} and again["settings"]["backend"] == "vllm"
+    assert again == summary
     runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
-    assert [r["generated"] for r in runs] == [13 * RUNS, 0]
+    assert [r["generated"] for r in runs] == [13 * RUNS, 0]  # nothing to generate: no backend built
 
 
 def test_greedy_answers_match_the_transformers_backend(vllm_run, tiny, tmp_path, grader):
@@ -152,6 +150,12 @@ def test_nothing_is_left_in_home_tmp_or_shm(vllm_run):
     assert vllm_run["proc"].returncode == 0, vllm_run["log"][-4000:]
     home = sorted(str(p.relative_to(vllm_run["home"])) for p in vllm_run["home"].rglob("*"))
     assert home == [], home  # no ~/.cache/vllm, no ~/.config/vllm/usage_stats.json
-    tmp = sorted(str(p.relative_to(vllm_run["tmp"])) for p in vllm_run["tmp"].rglob("*"))
-    assert tmp == [], tmp  # vLLM's IPC sockets, its and torch inductor's caches removed
+    # vLLM's IPC sockets and cache folder removed; torch inductor's folder is torch's own cache, kept
+    # on purpose (eval/backends.py; its precompiled header always goes to $TMPDIR/torchinductor_<user>)
+    tmp = sorted(
+        str(p.relative_to(vllm_run["tmp"]))
+        for p in vllm_run["tmp"].rglob("*")
+        if not p.relative_to(vllm_run["tmp"]).parts[0].startswith("torchinductor_")
+    )
+    assert tmp == [], tmp
     assert vllm_run["shm_left"] == set()

@@ -1,19 +1,28 @@
-"""Evaluation backend benchmark: the HF backend's batched generation against per-question generation
-(one `model.generate` per question, what a user writes by hand), on the same questions, in one run.
+"""Evaluation backend benchmark: the transformers backend against the vLLM backend (on a CPU, vLLM's
+CPU build with the evaluation's CPU defaults), on the same prompts, in one run, one table.
 
 What it does
   Renders N toy arithmetic test questions (recipes.data.toy_arithmetic_pairs) under the qwen-math
-  template with the model's chat template, loads the model once (transformers, float32), warms it
-  up, then generates greedy answers for all N questions per question (batch 1) and in batches of
-  each given size, timing each pass. Prints a markdown table and the speed-up of each batch size
-  over per-question generation; `same text` is the share of answers identical to the per-question
-  ones (left padding can change low-order bits of the logits, so a few may differ).
+  template with the model's chat template and tokenizes them once. Then, one backend after the
+  other (each closed before the next starts), exactly as eval.run builds them (eval.backends):
+    hf    loads the model (float32), warms up on 2 prompts, then generates greedy answers for all N
+          prompts with each batch size given (batch 1: one `generate` per question);
+    vllm  starts one engine (on a CPU: eager, KV cache 512 MiB, float32; the start-up includes
+          vLLM's own warm-up), warms up on 2 prompts, then generates all N prompts in one call, as
+          eval.run does for a greedy repeat.
+  `start-up s` is loading the backend; `wall s` the timed generation; tokens/s counts generated
+  tokens. `same text` is the share of answers identical to the first row's. The vLLM row ends with
+  its speed-up in tokens/s over each transformers row.
 
-Command (the tiny model, about 1 minute on a 2-core machine; builds it on first use, ~45 s):
+Command (the tiny model, about 2-3 minutes on a 2-core machine, most of it vLLM's start-up; builds the
+model on first use, ~45 s):
   .venv/bin/python scripts/bench/eval_backend_bench.py
   .venv/bin/python scripts/bench/eval_backend_bench.py --model PATH --questions 64 --batch-sizes 8,32
+  .venv/bin/python scripts/bench/eval_backend_bench.py --backends hf     # transformers only
 
-Hardware: CPU (or a GPU if torch sees one). Writes nothing (stdout only).
+Hardware: CPU (or a GPU if torch and vLLM see one). On a CPU vLLM binds its compute threads to the
+cores it is given and keeps one core for itself (vLLM's CPU defaults; VLLM_CPU_OMP_THREADS_BIND
+changes it), while transformers uses every core torch sees. Writes nothing (stdout only).
 """
 
 from __future__ import annotations
@@ -32,53 +41,84 @@ def main() -> None:
     ap.add_argument("--model", help="HF model folder (default: the tiny model, built if missing)")
     ap.add_argument("--questions", type=int, default=64)
     ap.add_argument("--max-new-tokens", type=int, default=32)
-    ap.add_argument("--batch-sizes", default="8,32", help="comma-separated batch sizes to compare")
+    ap.add_argument("--max-model-len", type=int, default=1024, help="vLLM engine length (default 1024)")
+    ap.add_argument("--batch-sizes", default="1,8,32", help="transformers batch sizes (1: per question)")
+    ap.add_argument("--backends", default="hf,vllm", help="comma-separated, in this order (default hf,vllm)")
     ap.add_argument("--template", default="qwen-math")
     args = ap.parse_args()
 
     import torch
+    from transformers import AutoTokenizer
 
-    from eval.backends import Decoding, HFBackend
+    from eval.backends import Decoding, make_backend
     from eval.run import render_prompt
     from recipes.data import toy_arithmetic_pairs
     from recipes.models import ensure_model
 
     model = args.model or str(ensure_model("tiny"))
     _, test = toy_arithmetic_pairs(n_train=1, n_test=args.questions, seed=0)
-    backend = HFBackend(model, batch_size=1)
-    tok = backend.tokenizer
+    tok = AutoTokenizer.from_pretrained(model)
     prompts = [tok.encode(render_prompt(args.template, q, tok), add_special_tokens=False) for q, _ in test]
-    decoding = Decoding(max_new_tokens=args.max_new_tokens, max_model_len=4096)
-    backend.generate(prompts[:2], decoding)  # warm-up: first-call allocations are not what we measure
-
-    def timed(batch_size: int):
-        backend.batch_size = batch_size
-        t0 = time.perf_counter()
-        outs = backend.generate(prompts, decoding)
-        return time.perf_counter() - t0, [o[0] for o in outs]
-
+    decoding = Decoding(max_new_tokens=args.max_new_tokens, max_model_len=args.max_model_len)
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
-    base_s, base = timed(1)
-    rows = [("per-question (batch 1)", 1, base_s, base)]
-    for b in sizes:
-        s, outs = timed(b)
-        rows.append((f"batched (batch {b})", b, s, outs))
+
+    rows = []  # (backend, batch label, start-up s, wall s, generations)
+    versions = [f"torch {torch.__version__} ({torch.get_num_threads()} threads)"]
+    for name in backends:
+        t0 = time.perf_counter()
+        backend = make_backend(name, model, decoding)
+        startup = time.perf_counter() - t0
+        try:
+            backend.generate(prompts[:2], decoding)  # warm-up: first-call allocations are not measured
+            if name == "hf":
+                for b in sizes:
+                    backend.batch_size = b
+                    t0 = time.perf_counter()
+                    outs = backend.generate(prompts, decoding)
+                    label = "1 (per question)" if b == 1 else str(b)
+                    rows.append((name, label, startup, time.perf_counter() - t0, [o[0] for o in outs]))
+            else:
+                import vllm
+
+                versions.append(f"vLLM {vllm.__version__}" + (" (CPU build)" if backend.on_cpu else ""))
+                t0 = time.perf_counter()
+                outs = backend.generate(prompts, decoding)
+                rows.append(
+                    (name, f"all {len(prompts)}", startup, time.perf_counter() - t0, [o[0] for o in outs])
+                )
+        finally:
+            backend.close()
 
     n = len(prompts)
     print(
-        f"# Evaluation backend benchmark: {n} questions, greedy, up to {args.max_new_tokens} new tokens, "
-        f"{os.path.basename(model.rstrip('/'))}, {os.cpu_count()} cores, torch {torch.__version__} "
-        f"({torch.get_num_threads()} threads)\n"
+        f"\n# Evaluation backend benchmark: {n} questions, greedy, up to {args.max_new_tokens} new tokens, "
+        f"{os.path.basename(model.rstrip('/'))}, {os.cpu_count()} cores, {', '.join(versions)}\n"
     )
-    print("| mode | batch | wall s | questions/s | tokens/s | same text as per-question |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name, b, s, outs in rows:
+    print("| backend | batch | start-up s | wall s | questions/s | tokens/s | same text as row 1 |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    ref = rows[0][4]
+    for name, label, startup, wall, outs in rows:
         tokens = sum(g.tokens for g in outs)
-        same = sum(g.text == ref.text for g, ref in zip(outs, base, strict=True)) / n
-        print(f"| {name} | {b} | {s:.2f} | {n / s:.1f} | {tokens / s:.0f} | {same:.0%} |")
+        same = sum(g.text == r.text for g, r in zip(outs, ref, strict=True)) / n
+        print(
+            f"| {name} | {label} | {startup:.1f} | {wall:.2f} | {n / wall:.1f} | {tokens / wall:.0f} | {same:.0%} |"
+        )
     print()
-    for _, b, s, _ in rows[1:]:
-        print(f"speed-up of batched generation (batch {b}) over per-question: {base_s / s:.2f}x")
+
+    def speed(row) -> float:
+        return sum(g.tokens for g in row[4]) / row[3]
+
+    hf = [r for r in rows if r[0] == "hf"]
+    for v in (r for r in rows if r[0] == "vllm"):
+        for h in hf:
+            print(f"speed-up of vLLM over transformers batch {h[1]}: {speed(v) / speed(h):.2f}x (tokens/s)")
+    single = [h for h in hf if h[1].startswith("1 ")]
+    for h in hf if single else []:
+        if h is not single[0]:
+            print(
+                f"speed-up of transformers batch {h[1]} over per question: {speed(h) / speed(single[0]):.2f}x"
+            )
 
 
 if __name__ == "__main__":

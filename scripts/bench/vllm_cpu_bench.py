@@ -12,7 +12,8 @@ process, one after the other:
 - transformers: float32, sdpa attention, left-padded batches of 64 rows, one `generate` per
   batch (how this project's own rollout server batched requests before vLLM replaced it);
 - vLLM float32 and bfloat16: `vllm.LLM` with the settings of configs/platform/cpu.yaml (eager,
-  512 MiB KV cache, 1,024 batched tokens), all prompts in one `generate`.
+  512 MiB KV cache, 1,024 batched tokens), all prompts in one `generate`. vLLM's CPU worker keeps
+  one core for its engine loop by default; "allcores" sets VLLM_CPU_NUM_OF_RESERVED_CPU=0.
 
 Columns: start-up (model load; for vLLM the engine's processes, warm-up and KV cache), generation
 seconds, generated tokens per second, speed-up over transformers, and the peak resident memory of
@@ -33,7 +34,7 @@ from pathlib import Path
 import psutil
 
 REPO = Path(__file__).resolve().parents[2]
-CONTENDERS = ("transformers", "vllm-float32", "vllm-bfloat16")
+CONTENDERS = ("transformers", "vllm-float32", "vllm-bfloat16", "vllm-float32-allcores")
 HF_BATCH = 64
 
 
@@ -123,7 +124,10 @@ def measure(args: argparse.Namespace, name: str, tmp: Path) -> dict:
     """Run one contender in a fresh process; its result plus the peak RSS of its process tree."""
     cmd = [sys.executable, __file__, "--child", name, "--model-path", str(args.model_path)]
     cmd += ["--prompts", str(args.prompts), "--n", str(args.n), "--tokens", str(args.tokens)]
-    env = {**os.environ, "VLLM_CACHE_ROOT": str(tmp / "vllm"), "VLLM_NO_USAGE_STATS": "1"}
+    env = {**os.environ, "VLLM_CACHE_ROOT": str(tmp / "vllm"), "VLLM_RPC_BASE_PATH": str(tmp)}
+    env["VLLM_NO_USAGE_STATS"] = "1"
+    if name.endswith("-allcores"):
+        env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
     log = (tmp / f"{name}.log").open("w+")
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     root, peak = psutil.Process(proc.pid), 0
