@@ -156,9 +156,15 @@ def main() -> None:
     p.add_argument("--prompts", type=int, default=32, help="questions (default 32)")
     p.add_argument("--n", type=int, default=8, help="samples per question (default 8)")
     p.add_argument("--tokens", type=int, default=64, help="new tokens per sample (default 64)")
+    p.add_argument(
+        "--contenders", default=",".join(CONTENDERS), help=f"comma-separated subset of {','.join(CONTENDERS)}"
+    )
     p.add_argument("--child", choices=CONTENDERS, help=argparse.SUPPRESS)
     p.add_argument("--model-path", type=Path, help="a local model folder instead of --model")
     args = p.parse_args()
+    unknown = set(args.contenders.split(",")) - set(CONTENDERS)
+    if unknown:
+        p.error(f"unknown contenders {sorted(unknown)}")
     if args.child:
         child(args)
         return
@@ -172,12 +178,13 @@ def main() -> None:
     )
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name in CONTENDERS:
+        for name in args.contenders.split(","):
             results[name] = measure(args, name, Path(tmp))
             print(f"  {name}: {results[name]}", flush=True)
-    base = results["transformers"]["tokens"] / results["transformers"]["gen_s"]
+    first = next(iter(results.values()))
+    base = first["tokens"] / first["gen_s"]
     print()
-    print("| contender | start-up s | generation s | tokens/s | vs transformers | peak RSS GB |")
+    print(f"| contender | start-up s | generation s | tokens/s | vs {next(iter(results))} | peak RSS GB |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, r in results.items():
         rate = r["tokens"] / r["gen_s"]
