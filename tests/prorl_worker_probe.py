@@ -24,6 +24,7 @@ _s.bind(("127.0.0.1", 0))
 os.environ.update(
     RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_s.getsockname()[1])
 )
+os.environ["RAY_LOCAL_WORLD_SIZE"] = "1"  # what Ray tells a worker; verl's vLLM rollout adapter reads it
 _s.close()
 os.environ["RECIPES_CACHE"] = sys.argv[1]
 
