@@ -314,7 +314,7 @@ def test_vllm_engine_settings_on_a_cpu_fake_vllm(tiny, monkeypatch):
     assert engine["max_num_batched_tokens"] == 1024 and engine["dtype"] == "float32"
     assert "gpu_memory_utilization" not in engine
     root = Path(os.environ["VLLM_RPC_BASE_PATH"])
-    assert root.is_dir() and os.environ["VLLM_CACHE_ROOT"] == f"{root}/cache"
+    assert root.is_dir() and os.environ["VLLM_CACHE_ROOT"] == f"{root}/vllm"
     assert os.environ["VLLM_NO_USAGE_STATS"] == "1"
     backend.close()
     assert (

@@ -77,7 +77,10 @@ def test_tiny_is_deterministic_from_seed(tiny_dir, tmp_path):
     assert len(set(weights)) == 4
     assert q1["tokenizer.json"] == q0["tokenizer.json"] == d0["tokenizer.json"] == bare["tokenizer.json"]
     assert models.is_complete(tmp_path / "a", {"seed": 0, "warm_start_steps": QUICK})
-    assert models.is_complete(tiny_dir, {"recipe_version": 2, "warm_start_steps": models.WARM_START["steps"]})
+    assert models.is_complete(
+        tiny_dir,
+        {"recipe_version": models.RECIPE_VERSION["tiny"], "warm_start_steps": models.WARM_START["steps"]},
+    )
 
 
 def test_answer_logits_match_the_full_forward():
