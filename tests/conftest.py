@@ -1,9 +1,19 @@
 """Shared fixtures. Tests run with `--import-mode=importlib` (see pyproject): verl's wheel ships
 top-level `tests`/`scripts` packages, so nothing here is imported under those names."""
 
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 
 from rewards.grader import Grader
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -25,3 +35,117 @@ def no_shared_memory_left_behind():
     before = shm_files()
     yield
     remove_orphans({n for n in shm_files() - before if n.startswith(("psm_", "sem.mp-"))}, wait_s=5.0)
+
+
+# ------------------------------------------------------------------ end-to-end training runs
+def litter() -> set[str]:
+    """What a run could leave behind: files in /dev/shm (shared memory of killed processes), in
+    ~/.cache (vLLM's compile cache, HF datasets' cache) and vLLM's sockets in the temp folder."""
+    found = {f"/dev/shm/{p.name}" for p in Path("/dev/shm").glob("*")}
+    found |= {str(p) for p in (Path.home() / ".cache").glob("*")}
+    found |= {str(p) for p in Path(tempfile.gettempdir()).glob("*-*-*-*-*") if p.is_socket()}
+    return found
+
+
+def train(cache: Path, out: Path, method: str, steps: int, *extra: str) -> subprocess.CompletedProcess:
+    """`python -m recipes.train experiment=demo_cpu` with a checkpoint (incl. verl's HF weights)
+    and a rollout dump every step; fails the test if the run fails or leaves anything behind."""
+    args = [
+        "experiment=demo_cpu",
+        f"method=[{method}]",
+        f"trainer.total_training_steps={steps}",
+        "trainer.save_freq=1",
+        f"recipes.output_dir={out}",
+        f"trainer.rollout_data_dir={out}/rollouts",
+        "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+        *extra,
+    ]
+    env = {**os.environ, "RECIPES_CACHE": str(cache), "RAY_DEDUP_LOGS": "0"}
+    before = litter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "recipes.train", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=480,  # a launch takes 2-3 minutes on 2 cores, most of it process start-up
+    )
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-6000:])
+    left = litter() - before
+    assert not left, f"the run left {sorted(left)}"
+    return proc
+
+
+def copy_checkpoints(src: Path, dst: Path, upto: int) -> None:
+    """A run interrupted after step `upto`: its checkpoints 1..upto and the tracker file."""
+    (dst / "checkpoints").mkdir(parents=True)
+    for step in range(1, upto + 1):
+        name = f"global_step_{step}"
+        shutil.copytree(src / "checkpoints" / name, dst / "checkpoints" / name)
+    (dst / "checkpoints" / "latest_checkpointed_iteration.txt").write_text(str(upto))
+
+
+# An entropy bonus gives every step a gradient, even one whose groups all tie on reward: every step
+# after the first then samples from weights the previous update changed.
+ENTROPY_BONUS = "actor_rollout_ref.actor.entropy_coeff=0.01"
+# the reference run: 8 rows, 4 per step, so step 3 is the first of epoch 1; the longest template
+# is 276 tiny-tokenizer tokens; validation at step 3 on 4 test rows
+REFERENCE = (
+    ENTROPY_BONUS,
+    "recipes.prompt_aug.sampling=per_rollout",
+    "data.max_prompt_length=320",
+    "data.train_max_samples=8",
+    "trainer.total_epochs=2",
+    "trainer.test_freq=3",
+    "data.val_max_samples=4",
+)
+
+
+@pytest.fixture(scope="session")
+def recipes_cache(tmp_path_factory) -> Path:
+    """The session's RECIPES_CACHE: models and data built once for every test that uses them."""
+    return tmp_path_factory.mktemp("recipes_cache")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(recipes_cache) -> Path:
+    """The tiny model as `make demo` builds it (seed 0, the full warm start; ~40 s on 2 cores):
+    tests/test_models.py checks it and every training run of the session starts from it."""
+    from recipes.models import ensure_model
+
+    return ensure_model("tiny", recipes_cache)
+
+
+@pytest.fixture(scope="session")
+def smollm2_model(recipes_cache) -> Path:
+    """SmolLM2-135M-Instruct, converted once from the packaged GGUF (~30 s, 538 MB)."""
+    from recipes.models import ensure_model
+
+    return ensure_model("smollm2_135m", recipes_cache)
+
+
+@pytest.fixture(scope="session")
+def e2e(recipes_cache, tiny_model, tmp_path_factory) -> SimpleNamespace:
+    """Training runs of the session: `e2e.train(out, method, steps, *overrides)` with one
+    model/data cache (`e2e.cache`) for all of them, and `e2e.reference()`, the one uninterrupted
+    run that several tests share: method=[grpo,prompt_aug], 3 steps, a checkpoint with verl's HF
+    weights after each (tests/test_train_e2e.py checks and resumes it, tests/test_eval_e2e.py
+    evaluates its checkpoints)."""
+    cache = recipes_cache
+    reference: list = []
+
+    def reference_run() -> tuple[Path, subprocess.CompletedProcess]:
+        if not reference:
+            out = tmp_path_factory.mktemp("reference")
+            extra = (*REFERENCE, f"trainer.validation_data_dir={out}/val")
+            reference.append((out, train(cache, out, "grpo,prompt_aug", 3, *extra)))
+        return reference[0]
+
+    return SimpleNamespace(
+        cache=cache,
+        train=lambda out, method, steps, *extra: train(cache, out, method, steps, *extra),
+        copy_checkpoints=copy_checkpoints,
+        reference=reference_run,
+        reference_args=REFERENCE,
+        entropy_bonus=ENTROPY_BONUS,
+    )

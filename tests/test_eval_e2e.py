@@ -1,14 +1,13 @@
-"""End to end: a real CPU training run (`python -m recipes.train experiment=demo_cpu`, 2 steps, a
-checkpoint at each) whose checkpoints eval.iterate converts with verl's merger and evaluates with the
+"""End to end: the checkpoints of steps 1 and 2 of a real CPU training run (the session's reference
+run, tests/conftest.py), which eval.iterate converts with verl's merger and evaluates with the
 vLLM backend (vLLM's CPU build, one engine per checkpoint) over the fixture benchmarks; an
 incomplete checkpoint; --watch following checkpoints as they appear (these two with the
 transformers backend: they test the checkpoint handling, and each vLLM engine costs a minute to
-start). One training run (about 2 minutes on 2 cores) shared by the module.
+start).
 
 Skip with `-m "not e2e"` (or `make test-fast`); `-m "not vllm"` skips the vLLM one."""
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -29,27 +28,11 @@ ENGINE_STARTED = "Initializing a V1 LLM engine"  # vLLM's log line, once per eng
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
-    """A 2-step GRPO run with a checkpoint after each step (FSDP shards + verl's own HF weights)."""
-    cache, out = tmp_path_factory.mktemp("cache"), tmp_path_factory.mktemp("run")
-    args = ["experiment=demo_cpu", "trainer.total_training_steps=2", "trainer.save_freq=1"]
-    args += [
-        f"recipes.output_dir={out}",
-        "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
-    ]
-    proc = subprocess.run(
-        [sys.executable, "-m", "recipes.train", *args],
-        cwd=REPO,
-        env={**os.environ, "RECIPES_CACHE": str(cache), "RAY_DEDUP_LOGS": "0"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-4000:])
-    assert sorted(p.name for p in (out / "checkpoints").glob("global_step_*")) == [
-        "global_step_1",
-        "global_step_2",
-    ]
+def run(e2e, tmp_path_factory) -> Path:
+    """Steps 1 and 2 of the session's reference training run (FSDP shards + verl's own HF weights
+    in each checkpoint; tests/conftest.py)."""
+    out = tmp_path_factory.mktemp("run")
+    e2e.copy_checkpoints(e2e.reference()[0], out, upto=2)
     return out
 
 

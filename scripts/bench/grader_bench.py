@@ -204,7 +204,7 @@ def run_contender(contender: str, questions: int, hanging: int, cap: float, time
 
 
 def _fmt_row(name: str, r: dict, cap: float) -> str:
-    lat = sorted(r["latencies"])
+    lat = sorted(r.get("latencies") or [])  # a capped contender wrote none
     if r["capped"] or not lat:
         return f"| {name} | > {cap:.0f} | - | - | - | {r['done']}/{r['total'] or '?'} (killed at the {cap:.0f} s cap) |"
     p50 = lat[len(lat) // 2] * 1e3
