@@ -9,7 +9,7 @@ Command (from the repository root):
 
     python -m prompt_aug.rephrase --input IN.parquet --output OUT.parquet --n 3 --base-url URL --model NAME
         [--api-key-env OPENAI_API_KEY] [--concurrency 16] [--max-retries 5] [--timeout-s 120]
-        [--max-rounds 3] [--temperature 0.8] [--cache PATH] [--backoff-s 1.0]
+        [--max-rounds 3] [--temperature 0.8] [--max-tokens T] [--cache PATH] [--backoff-s 1.0]
 
 Endpoint. POST `{base_url}/chat/completions` with `model`, `messages` (one user message) and
 `temperature`. Any OpenAI-compatible server works: a local `vllm serve Qwen/Qwen2.5-7B-Instruct`
@@ -420,6 +420,7 @@ class Client:
     max_retries: int
     backoff_s: float
     concurrency: int
+    max_tokens: int | None = None  # None: the endpoint's default (vLLM: up to the model's context)
     requests: int = 0
     retries: int = 0
     stopped: bool = False  # set by the first RunError: no request is sent after it
@@ -447,6 +448,8 @@ class Client:
             "messages": [{"role": "user", "content": content}],
             "temperature": self.temperature,
         }
+        if self.max_tokens is not None:
+            payload["max_tokens"] = self.max_tokens
         for attempt in range(self.max_retries + 1):
             self.requests += 1
             if attempt:
@@ -676,6 +679,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="T",
         help="sampling temperature (%(default)s)",
     )
+    p.add_argument(
+        "--max-tokens",
+        type=_positive(int, 1),
+        metavar="T",
+        help="longest answer per request, in tokens (default: the endpoint's own limit)",
+    )
     p.add_argument("--cache", metavar="PATH", help="JSONL cache (default OUT.parquet.cache.jsonl)")
     p.add_argument(
         "--backoff-s",
@@ -734,6 +743,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.max_retries,
         args.backoff_s,
         args.concurrency,
+        args.max_tokens,
     )
     if todo:
         print(

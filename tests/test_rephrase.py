@@ -352,6 +352,7 @@ def test_clean_run(server, infile, tmp_path, capsys, monkeypatch):
     for e in server.log:
         assert e["path"] == "/v1/chat/completions" and e["k"] == 3
         assert e["body"]["model"] == "test-model" and e["body"]["temperature"] == 0.8
+        assert "max_tokens" not in e["body"]  # the endpoint's own limit unless --max-tokens
         assert e["body"]["messages"] == [{"role": "user", "content": rp.user_message(e["question"], 3)}]
         assert e["auth"] == f"Bearer {SECRET}"
 
@@ -366,6 +367,11 @@ def test_clean_run(server, infile, tmp_path, capsys, monkeypatch):
     assert "rephrasings: requested 18, accepted 18 (100.0%)" in stdout
     assert "requests: 6, retries: 0" in stdout
     assert len(cache_lines(str(out) + ".cache.jsonl")) == 6
+
+
+def test_max_tokens_reaches_every_request(server, infile, tmp_path):
+    assert run(server, infile, tmp_path / "out.parquet", "--max-tokens", "300") == 0
+    assert server.log and all(e["body"]["max_tokens"] == 300 for e in server.log)
 
 
 def test_duplicate_questions_share_one_request(server, tmp_path, capsys):
