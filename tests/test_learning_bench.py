@@ -1,0 +1,64 @@
+"""scripts/bench/learning.py end to end on two steps of the tiny model (the benchmark itself runs
+SmolLM2 for half an hour per method; this checks its plumbing): the held-out file, the step-0
+evaluation, one training launch through verl's trainer and vLLM, eval.iterate over both
+checkpoints (the transformers backend here: each vLLM engine costs a minute), summary.json, the
+table and the plot; a rerun trains and generates nothing again. About 4 minutes on 2 cores
+(40 held-out questions)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.vllm, pytest.mark.timeout(1200)]
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "bench" / "learning.py"
+
+
+def bench(out: Path, cache: Path) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(SCRIPT), "--methods", "grpo", "--model", "tiny", "--steps", "2"]
+    cmd += ["--eval-every", "1", "--eval-backend", "hf", "--limit", "40", "--out", str(out)]
+    env = {**os.environ, "RECIPES_CACHE": str(cache), "RAY_DEDUP_LOGS": "0"}
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1100)
+
+
+def test_learning_bench_on_two_steps_of_the_tiny_model(recipes_cache, tiny_model, tmp_path):
+    out = tmp_path / "learning"
+    proc = bench(out, recipes_cache)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+
+    # the held-out questions are the test split's first 40 (--limit), none of them a training question
+    heldout = [json.loads(line) for line in (out / "heldout" / "toy_heldout.jsonl").read_text().splitlines()]
+    train = pq.read_table(recipes_cache / "data" / "toy_arithmetic" / "train.parquet").to_pylist()
+    test = pq.read_table(recipes_cache / "data" / "toy_arithmetic" / "test.parquet").to_pylist()
+    assert [h["problem"] for h in heldout] == [r["prompt"][-1]["content"] for r in test[:40]]
+    assert not {h["problem"] for h in heldout} & {r["prompt"][-1]["content"] for r in train}
+
+    def acc(summary: Path) -> float:
+        return json.loads(summary.read_text())["per_question_average"]["accuracy"]["mean"]
+
+    initial = acc(out / "eval_step0" / "summary.json")
+    steps = {s: acc(out / "runs" / "grpo" / "eval" / f"global_step_{s}" / "summary.json") for s in (1, 2)}
+    s = json.loads((out / "summary.json").read_text())
+    assert list(s) == ["grpo"]
+    g = s["grpo"]
+    assert g["initial_acc"] == initial and g["final_acc"] == steps[2]
+    assert g["best_acc"] == max(initial, *steps.values())
+    assert g["steps"] == 2 and g["heldout_n"] == 40 and g["wall_s"] > 0
+    table = (out / "summary.md").read_text()
+    assert f"| grpo | {100 * initial:.1f}% | {100 * steps[2]:.1f}% |" in table
+    png = (out / "learning.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    assert proc.stdout.strip().splitlines()[-1].startswith(f"done: {out}/summary.json")
+
+    # a rerun keeps what is finished: no training launch, no generation
+    again = bench(out, recipes_cache)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "training" not in again.stdout and json.loads((out / "summary.json").read_text()) == s
+    eval_log = (out / "runs" / "grpo" / "eval.log").read_text()
+    assert eval_log.count("already evaluated") >= 2

@@ -1,0 +1,118 @@
+"""The rephrasing CLI against a real OpenAI-compatible endpoint: vLLM's own server (its CPU build,
+`python -m vllm.entrypoints.openai.api_server`, what `vllm serve` runs) on 127.0.0.1, serving
+SmolLM2-135M-Instruct. No fakes: real HTTP, real completions, our parser and validator on what a
+small model actually writes. About 2-3 minutes on 2 cores (one engine start, 8 questions).
+
+tests/test_rephrase.py covers retries, errors, resume and key handling against a scripted server;
+this test is the end-to-end check that the request format, the answer format and the report work
+with a real server."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from prompt_aug import rephrase as rp
+from recipes.cpu_vllm import cache_env
+from recipes.data import make_rows, read_meta, write_rows
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.timeout(900)]
+
+REPO = Path(__file__).resolve().parents[1]
+QUESTIONS = [  # four of the toy set's kind, three word problems, one with LaTeX
+    "What is 12 + 7?",
+    "What is 6 * 8?",
+    "What is (3 + 4) * 5?",
+    "What is 25 - 9?",
+    "A box holds 6 red balls and 9 blue balls. How many balls are in the box?",
+    "Tom has 15 apples and gives 4 of them to Ann. How many apples does Tom have left?",
+    "A train travels 60 miles per hour for 3 hours. How far does it go?",
+    "What is the value of $3x + 2$ when $x = 5$?",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def endpoint(smollm2_model, tmp_path_factory):
+    """vLLM's OpenAI-compatible server on a free loopback port; yields (base URL, its log)."""
+    root = tmp_path_factory.mktemp("vllm_server")
+    port = free_port()
+    env = {**os.environ, **cache_env(root / "cache")}
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        env.pop(var, None)
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(smollm2_model)]
+    cmd += ["--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--dtype", "bfloat16", "--enforce-eager", "--max-model-len", "2048", "--seed", "0"]
+    cmd += ["--kv-cache-memory-bytes", str(512 * 2**20), "--max-num-batched-tokens", "2048"]
+    log = root / "server.log"
+    with log.open("w") as f:
+        server = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 420
+        while True:
+            assert server.poll() is None, log.read_text()[-4000:]
+            assert time.monotonic() < deadline, log.read_text()[-4000:]
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                time.sleep(1)
+        yield f"{base}/v1", log
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def test_rephrase_cli_against_vllms_openai_server(endpoint, tmp_path, monkeypatch, capsys):
+    base_url, log = endpoint
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    rows = make_rows([(q, str(i)) for i, q in enumerate(QUESTIONS)], data_source="real", split="train")
+    infile = write_rows(rows, tmp_path / "in.parquet", {"name": "real"})
+    out = tmp_path / "out.parquet"
+    argv = ["--input", str(infile), "--output", str(out), "--n", "3", "--base-url", base_url]
+    argv += ["--model", "smollm2", "--max-rounds", "2", "--max-tokens", "256", "--timeout-s", "300"]
+    argv += ["--api-key-env", "RECIPES_TEST_NO_KEY"]
+    assert rp.main(argv) == 0
+    stdout = capsys.readouterr().out
+
+    meta = read_meta(out)
+    c = meta["counts"]
+    assert meta["model"] == "smollm2" and c["questions"] == c["rows"] == len(QUESTIONS)
+    # every request reached vLLM and was answered: one per question and round, no retry
+    served = log.read_text().count('"POST /v1/chat/completions HTTP/1.1" 200')
+    assert served == c["http_requests"] and c["retries"] == 0
+    assert len(QUESTIONS) <= c["http_requests"] <= 2 * len(QUESTIONS)  # --max-rounds 2
+    # each candidate asked for is accepted, rejected for a named reason, or was not delivered
+    assert c["accepted"] + sum(c["rejected"].values()) == c["requested"] >= 3 * len(QUESTIONS)
+    assert c["acceptance_rate"] == pytest.approx(c["accepted"] / c["requested"], abs=1e-4)
+    rate = f"{100 * c['acceptance_rate']:.1f}%"
+    assert f"rephrasings: requested {c['requested']}, accepted {c['accepted']} ({rate})" in stdout
+    cache = [json.loads(line) for line in Path(str(out) + ".cache.jsonl").read_text().splitlines()]
+    assert len(cache) == len(QUESTIONS)
+    for row in pq.read_table(out).to_pylist():
+        assert len(row["rephrasings"]) == 3
+        accepted = next(r["rephrasings"] for r in cache if r["question"] == row["question"])
+        for i, text in enumerate(accepted):  # what the model wrote and our validator accepted
+            assert rp.check_rephrasing(row["question"], text, accepted[:i]) is None
+        filled = rp.fill(row["question"], accepted[:3], 3)
+        assert row["rephrasings"] == filled
+    print(f"acceptance on {len(QUESTIONS)} questions: {c['acceptance_rate']:.2f}; rejected {c['rejected']}")
