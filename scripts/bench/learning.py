@@ -155,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     base = ["experiment=learning_cpu", f"model={args.model}", *args.overrides]
     heldout_dir = out / "heldout"
     heldout_n = write_heldout(base, heldout_dir, args.limit)
+    from eval.iterate import step_rows
     from recipes.train import compose  # imported (quietly) by write_heldout
 
     cfg = compose(base)
@@ -196,9 +197,10 @@ def main(argv: list[str] | None = None) -> int:
         eval_file = run / "eval_wall.json"  # summed over invocations: a rerun adds only its own time
         eval_s += json.loads(eval_file.read_text())["wall_s"] if eval_file.exists() else 0.0
         eval_file.write_text(json.dumps({"wall_s": eval_s}))
-        steps = json.loads((run / "eval" / "steps.json").read_text())["rows"]
-        # eval.iterate's table: per step, accuracy in % per benchmark and for both averages
-        acc = {0: initial} | {r["step"]: r["accuracy"]["per-question average"]["mean"] / 100 for r in steps}
+        evaluated = step_rows(run / "eval")  # eval.iterate's own reader: complete summaries, by step
+        acc = {0: initial} | {
+            r["step"]: r["summary"]["per_question_average"]["accuracy"]["mean"] for r in evaluated
+        }
         metrics = train_metrics(run)
         curves[method] = {"acc": acc, "train": metrics}
         last = max(acc)
