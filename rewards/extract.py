@@ -1,6 +1,6 @@
 """Answer extraction from a model response, and ground-truth normalization.
 
-Pure string work, linear in the input, safe on hostile text: it runs in the caller's process
+Pure string work, linear in the input (and capped at its last MAX_TEXT_CHARS characters), safe on hostile text: it runs in the caller's process
 (no math-verify, no sympy, nothing evaluated). The equivalence check that can hang lives in
 `rewards._mathverify` and runs only in the grading pool's killable worker processes.
 
@@ -30,6 +30,10 @@ STOP_STRINGS: tuple[str, ...] = ("</answer>", "<|im_end|>", "<|endoftext|>", "</
 # A boxed answer longer than this is treated as unterminated. Real answers (matrices included)
 # are far shorter; the bound keeps extraction linear on 2,000 broken `\boxed{` in a 1 MB text.
 MAX_BOXED_CHARS = 4096
+# Extraction looks at the last MAX_TEXT_CHARS characters of a response (after the stop string):
+# the answer is at the end, and far more text than any preset's response length is a model
+# gone wrong, not an answer.
+MAX_TEXT_CHARS = 200_000
 # A ground truth string longer than this is never `ast.literal_eval`-ed as a Python list.
 _MAX_LIST_LITERAL_CHARS = 20_000
 
@@ -81,41 +85,42 @@ def cut_at_stop(text: str, stop_strings: Iterable[str] = STOP_STRINGS) -> str:
     return text[:cut]
 
 
-def _match_braces(text: str, open_pos: int) -> int | None:
-    """Index of the `}` closing the `{` at `open_pos`, or None within MAX_BOXED_CHARS."""
-    depth = 0
-    for m in _BRACE_RE.finditer(text, open_pos, min(len(text), open_pos + MAX_BOXED_CHARS)):
+def _closing_braces(text: str) -> dict[int, int]:
+    """For every `{` in `text` that is closed, the index of its `}`: one pass with a stack."""
+    closing: dict[int, int] = {}
+    stack: list[int] = []
+    for m in _BRACE_RE.finditer(text):
         tok = m.group()
         if tok == "{":
-            depth += 1
-        elif tok == "}":
-            depth -= 1
-            if depth == 0:
-                return m.start()
-    return None
-
-
-def _boxed_at(text: str, pos: int, end: int) -> str | None:
-    """The content of the box command whose name ends at `end` (`pos` = its backslash)."""
-    i = end
-    if i < len(text) and text[i].isalpha():  # `\boxedx`: another command, not a box
-        return None
-    while i < len(text) and text[i] == " ":
-        i += 1
-    if i < len(text) and text[i] == "{":
-        close = _match_braces(text, i)
-        return None if close is None else text[i + 1 : close]
-    if i > end:  # `\boxed 5`: one token, up to whitespace or `$`
-        m = re.match(r"[^\s$]+", text[i : i + MAX_BOXED_CHARS])
-        return m.group() if m else None
-    return None
+            stack.append(m.start())
+        elif tok == "}" and stack:
+            closing[stack.pop()] = m.start()
+    return closing
 
 
 def last_boxed(text: str) -> str | None:
-    """Content of the last well-formed `\\boxed{}` / `\\fbox{}` / `\\boxed x` in `text`."""
-    starts = [m for m in _BOX_RE.finditer(text)]
-    for m in reversed(starts):
-        content = _boxed_at(text, m.start(), m.end())
+    """Content of the last well-formed `\\boxed{}` / `\\fbox{}` / `\\boxed x` in `text`.
+
+    Linear in the text: braces are matched in one pass, then the boxes are tried from the last
+    one back. A box whose content is longer than MAX_BOXED_CHARS counts as unterminated."""
+    text = text[-MAX_TEXT_CHARS:]
+    closing: dict[int, int] | None = None
+    for m in reversed(list(_BOX_RE.finditer(text))):
+        i = m.end()
+        if i < len(text) and text[i].isalpha():  # `\boxedx`: another command, not a box
+            continue
+        while i < len(text) and text[i] == " ":
+            i += 1
+        if i < len(text) and text[i] == "{":
+            if closing is None:
+                closing = _closing_braces(text)
+            close = closing.get(i)
+            content = None if close is None or close - i > MAX_BOXED_CHARS else text[i + 1 : close]
+        elif i > m.end():  # `\boxed 5`: one token, up to whitespace or `$`
+            token = re.match(r"[^\s$]+", text[i : i + MAX_BOXED_CHARS])
+            content = token.group() if token else None
+        else:
+            content = None
         if content is not None and content.strip():
             return content.strip()
     return None
@@ -151,7 +156,7 @@ def extract_answer(response: Any, mode: Mode = "lenient") -> Extraction:
     """Extract the final answer of `response` by the rules in the module docstring."""
     if mode not in MODES:
         raise ValueError(f"unknown extraction mode {mode!r}; expected one of {MODES}")
-    text = cut_at_stop(to_text(response))
+    text = cut_at_stop(to_text(response))[-MAX_TEXT_CHARS:]
     boxed = last_boxed(text)
     if boxed is not None:
         return Extraction(boxed, "boxed")

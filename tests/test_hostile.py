@@ -30,6 +30,10 @@ HOSTILE = {
     "one_megabyte": "word " * 200_000 + "\\boxed{1}",
     "two_thousand_boxes": "\\boxed{2} " * 1999 + "\\boxed{1}",
     "two_thousand_open_boxes": "\\boxed{" * 2000,
+    # the issue's 1 MB cases: quadratic extraction took 38-63 s on the first
+    "open_boxes_1mb": "\\boxed{" * 150_000,
+    "nested_braces_1mb": "\\boxed{" + "{" * 500_000 + "1" + "}" * 500_000 + "}",
+    "digits_1mb": "1" * 1_000_000,
     "invalid_utf8": b"\\boxed{1}\xff\xfe\xc3",
     "lone_surrogates": "\\boxed{1}\ud800\udfff",
     "empty": "",
@@ -51,10 +55,21 @@ def test_hostile_response_is_bounded(grader, name):
     assert result["status"] in {"ok", "no_answer", "timeout", "error"}
     if name in {"one_megabyte", "two_thousand_boxes", "invalid_utf8", "lone_surrogates"}:
         assert result["acc"] == 1.0, result  # the real answer is still found
-    if name in {"empty", "none", "two_thousand_open_boxes"}:
+    if name in {"empty", "none", "two_thousand_open_boxes", "open_boxes_1mb"}:
         assert result["status"] == "no_answer"
     if name in {"power_tower", "power_tower_10"}:
         assert result["acc"] == 0.0
+
+
+@pytest.mark.parametrize("name", sorted(n for n in HOSTILE if HOSTILE[n] and len(HOSTILE[n]) > 500_000))
+def test_extraction_is_linear_on_a_megabyte(name):
+    """Extraction runs in the trainer's reward loop, outside any killable task: it must stay
+    linear whatever the model wrote (the old nested brace scan took a minute on these)."""
+    from rewards.extract import extract_answer
+
+    t0 = time.perf_counter()
+    extract_answer(HOSTILE[name])
+    assert time.perf_counter() - t0 < 1.0
 
 
 INJECTIONS = [
