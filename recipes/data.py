@@ -270,8 +270,32 @@ def validate_parquet(path: str | os.PathLike) -> int:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
         raise DataError(str(path), None, None, f"cannot read as parquet: {exc}") from exc
-    columns = {name: table.column(name).to_pylist() for name in table.column_names if name in COLUMNS}
+    # every column, ours or not: a reader of the file (the rephrase CLI) converts them all
+    columns = {name: _column_values(table.column(name), str(path), name) for name in table.column_names}
+    columns = {name: values for name, values in columns.items() if name in COLUMNS}
     return _validate_columns(columns, table.num_rows, str(path), table.column_names)
+
+
+def _column_values(column: pa.ChunkedArray, source: str, name: str) -> list:
+    """The column as Python values; DataError naming the first row whose text is not UTF-8
+    (parquet does not enforce it, Python's conversion does)."""
+    try:
+        return column.to_pylist()
+    except UnicodeDecodeError as exc:
+        lo, hi = 0, len(column)  # the first bad row is in [lo, hi): bisect on slices
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            try:
+                column.slice(lo, mid - lo).to_pylist()
+                lo = mid
+            except UnicodeDecodeError:
+                hi = mid
+        raise DataError(
+            source,
+            lo,
+            name,
+            f"text is not valid UTF-8 ({exc.reason}: byte {exc.object[exc.start : exc.start + 1]!r})",
+        ) from None
 
 
 # ----------------------------------------------------------------------------------------------

@@ -250,6 +250,52 @@ def test_validator_wrong_column_types_and_missing_columns(tmp_path):
         data.validate_parquet(not_parquet)
 
 
+def _write_invalid_utf8(path: Path, rows: list[dict], marker: str = "ZQX") -> None:
+    """Write `rows`, then turn the first byte of every `marker` in the file into 0xff: text that
+    parquet stores and Python cannot decode (uncompressed, no dictionary, no page checksums)."""
+    pq.write_table(
+        pa.Table.from_pylist(rows, schema=data.ROW_SCHEMA), path, compression="none", use_dictionary=False
+    )
+    raw = path.read_bytes()
+    assert marker.encode() in raw
+    path.write_bytes(raw.replace(marker.encode(), b"\xff" + marker[1:].encode()))
+
+
+@pytest.mark.parametrize("column", ["question", "prompt"])
+def test_invalid_utf8_names_file_row_and_column_in_every_reader(tmp_path, column):
+    rows = _good_rows(6)
+    if column == "question":
+        rows[4]["question"] += "ZQX"
+    else:
+        rows[4]["prompt"][-1]["content"] += "ZQX"
+    bad = tmp_path / "bad.parquet"
+    _write_invalid_utf8(bad, rows)
+    expected = f"{bad}, row 4, column {column!r}: text is not valid UTF-8"
+    with pytest.raises(DataError) as err:
+        data.validate_parquet(bad)
+    assert str(err.value).startswith(expected), err.value
+
+    fail = _cli("validate", str(bad))  # `recipes.train` checks its files with the same function
+    assert fail.returncode == 1 and expected in fail.stderr and "Traceback" not in fail.stderr
+    rephrase = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "prompt_aug.rephrase",
+            "--input",
+            str(bad),
+            "--output",
+            str(tmp_path / "o.parquet"),
+        ]
+        + ["--n", "1", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert rephrase.returncode == 1 and expected in rephrase.stderr and "Traceback" not in rephrase.stderr
+
+
 def test_validator_accepts_extra_columns_and_keys_and_a_system_message(tmp_path):
     rows = _good_rows()
     rows[0] = data.make_row(
