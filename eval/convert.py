@@ -17,8 +17,9 @@ on the next run, and leftovers of killed conversions are removed.
 
 A checkpoint is complete when `actor/fsdp_config.json` names a world size W, all W shard files
 `actor/model_world_size_W_rank_R.pt` are there and non-empty, and `actor/huggingface/config.json`
-exists. An incomplete one raises `IncompleteCheckpoint` naming what is missing (the command reports
-it, converts nothing for it, and goes on with the other steps; exit status 1).
+exists. An incomplete one raises `IncompleteCheckpoint` naming what is missing, and so does one
+whose files the merger cannot read (a truncated shard or config.json); the command reports it,
+converts nothing for it, and goes on with the other steps (exit status 1); a rerun tries it again.
 
 Hardware: CPU only. The merger holds the model's shards and a bf16 copy in memory at once. Measured:
 about 9 s per tiny-model checkpoint on 2 cores, almost all of it importing verl and torch. Not
@@ -31,6 +32,7 @@ import argparse
 import contextlib
 import json
 import os
+import pickle
 import re
 import shutil
 import sys
@@ -45,7 +47,7 @@ TRACKER = "latest_checkpointed_iteration.txt"  # verl writes it after a checkpoi
 
 
 class IncompleteCheckpoint(RuntimeError):
-    """A checkpoint folder that is missing files the merger needs."""
+    """A checkpoint folder that is missing files the merger needs, or has unreadable ones."""
 
 
 def find_steps(root: str | os.PathLike) -> dict[int, Path]:
@@ -160,7 +162,14 @@ def convert(
     t0 = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
-        _merge(actor, tmp, trust_remote_code)
+        try:
+            _merge(actor, tmp, trust_remote_code)
+        except (RuntimeError, OSError, EOFError, ValueError, pickle.UnpicklingError) as e:
+            # a truncated shard or config.json: refuse this step by name, keep the others going
+            reason = (str(e).strip().splitlines() or [""])[0][:200]
+            raise IncompleteCheckpoint(
+                f"{step_dir}: verl's merger cannot read it ({type(e).__name__}: {reason})"
+            ) from None
         for f in tmp.rglob("*"):
             f.chmod(0o755 if f.is_dir() else 0o644)  # the merger writes weights owner-only
         tmp.chmod(0o755)
@@ -233,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 steps[step], hf_root / f"global_step_{step}", args.force, args.trust_remote_code
             )
         except IncompleteCheckpoint as e:
-            print(f"[convert] step {step}: incomplete checkpoint, skipped: {e}", file=sys.stderr)
+            print(f"[convert] step {step}: skipped: {e}", file=sys.stderr)
             failed += 1
             continue
         print(

@@ -241,12 +241,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             except IncompleteCheckpoint as e:
                 if args.watch and latest is None:
                     continue  # no tracker: maybe still being written
-                print(
-                    f"[iterate] step {step}: incomplete checkpoint, skipped: {e}", file=sys.stderr, flush=True
-                )
+                if failed.get(step) != str(e):  # said once; --watch tries it again every poll
+                    print(f"[iterate] step {step}: skipped: {e}", file=sys.stderr, flush=True)
                 failed[step] = str(e)
-                handled.add(step)
+                if not args.watch:
+                    handled.add(step)
                 continue
+            failed.pop(step, None)
             out = results_root / f"global_step_{step}"
             summary = finished_summary(out, model, kwargs)
             print(

@@ -79,10 +79,16 @@ def test_converted_is_skipped_and_leftovers_are_replaced(tiny, tmp_path):
 def test_a_failed_merge_leaves_nothing(tiny, tmp_path):
     step = tmp_path / "ckpt" / "global_step_1"
     write_checkpoint(tiny, step)
-    (step / "actor" / "model_world_size_1_rank_0.pt").write_bytes(b"not a torch file")
-    with pytest.raises(Exception):  # noqa: B017 - torch's own unpickling error
+    shard = step / "actor" / "model_world_size_1_rank_0.pt"
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])  # a copy cut short
+    with pytest.raises(
+        cv.IncompleteCheckpoint, match=r"global_step_1: verl's merger cannot read it \(\w+Error: "
+    ):
         cv.convert(step, tmp_path / "hf" / "global_step_1")
     assert list((tmp_path / "hf").iterdir()) == []
+    shard.write_bytes(b"not a torch file")
+    with pytest.raises(cv.IncompleteCheckpoint, match="verl's merger cannot read it"):
+        cv.convert(step, tmp_path / "hf" / "global_step_1")
 
 
 def test_incomplete_checkpoints_name_what_is_missing(tiny, tmp_path):
@@ -131,16 +137,32 @@ def test_cli_converts_good_steps_and_reports_incomplete_ones(tiny, tmp_path):
     root = tmp_path / "checkpoints"
     write_checkpoint(tiny, root / "global_step_1")
     write_checkpoint(tiny, root / "global_step_2")
+    write_checkpoint(tiny, root / "global_step_3")
     (root / "global_step_2" / "actor" / "huggingface" / "config.json").unlink()
-    proc = subprocess.run(
-        [sys.executable, "-m", "eval.convert", str(root)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    config = root / "global_step_3" / "actor" / "huggingface" / "config.json"
+    good_config = config.read_text()
+    config.write_text(good_config[: len(good_config) // 2])  # truncated, not empty
+
+    def run():
+        return subprocess.run(
+            [sys.executable, "-m", "eval.convert", str(root)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    proc = run()
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert f"step 1: converted -> {tmp_path.resolve() / 'hf' / 'global_step_1'}" in proc.stdout
-    assert "step 2: incomplete checkpoint, skipped:" in proc.stderr
-    assert "missing or empty actor/huggingface/config.json" in proc.stderr
+    assert (
+        "step 2: skipped:" in proc.stderr and "missing or empty actor/huggingface/config.json" in proc.stderr
+    )
+    assert "step 3: skipped:" in proc.stderr and "verl's merger cannot read it" in proc.stderr
+    assert "Traceback" not in proc.stderr
     assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == ["global_step_1"]
+    config.write_text(good_config)  # repaired: the next pass converts it
+    shutil.rmtree(root / "global_step_2")
+    proc = run()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "step 1: already converted" in proc.stdout and "step 3: converted" in proc.stdout

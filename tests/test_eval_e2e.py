@@ -101,20 +101,22 @@ def test_iterate_converts_and_evaluates_every_checkpoint_of_a_real_run(run):
     assert (results / "steps.md").read_text() == table
 
 
-def test_an_incomplete_checkpoint_is_reported_and_skipped(run, tmp_path):
+def test_a_truncated_checkpoint_is_reported_and_skipped(run, tmp_path):
     root = tmp_path / "checkpoints"
     shutil.copytree(run / "checkpoints", root)
-    (root / "global_step_2" / "actor" / "model_world_size_1_rank_0.pt").unlink()
+    shard = root / "global_step_2" / "actor" / "model_world_size_1_rank_0.pt"
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])  # a copy cut short
     proc = iterate(str(root), "--results-root", str(tmp_path / "eval"), "--hf-root", str(tmp_path / "hf"))
     assert proc.returncode == 1, proc.stderr[-3000:]
-    assert "step 2: incomplete checkpoint, skipped:" in proc.stderr
-    assert "missing or empty actor/model_world_size_1_rank_0.pt" in proc.stderr
+    assert "step 2: skipped:" in proc.stderr and "verl's merger cannot read it" in proc.stderr
+    assert "Traceback" not in proc.stderr
     assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == ["global_step_1"]  # nothing half-converted
     steps = json.loads((tmp_path / "eval" / "steps.json").read_text())
     assert [r["step"] for r in steps["rows"]] == [1] and list(steps["incomplete_checkpoints"]) == ["2"]
 
 
 def test_watch_takes_each_checkpoint_once_verl_has_finished_it(run, tmp_path):
+    """...and retries a checkpoint it could not read (a truncated shard) on the next polls."""
     root = tmp_path / "checkpoints"
     root.mkdir()
     cmd = [sys.executable, "-m", "eval.iterate", str(root), "--watch", "--poll-s", "0.5", "--until-step", "2"]
@@ -126,31 +128,39 @@ def test_watch_takes_each_checkpoint_once_verl_has_finished_it(run, tmp_path):
         "--hf-root",
         str(tmp_path / "hf"),
     ]
-    proc = subprocess.Popen(
-        [*cmd, *EVAL_ARGS, "--backend", "hf"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    log = tmp_path / "stderr.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [*cmd, *EVAL_ARGS, "--backend", "hf"], cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True
+        )
+
+    def wait_for(condition):
+        deadline = time.monotonic() + 300
+        while not condition():
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+
     try:
         time.sleep(2)  # the watcher polls an empty root
         for step in (1, 2):
             shutil.copytree(run / "checkpoints" / f"global_step_{step}", root / f"global_step_{step}")
+        shard = root / "global_step_2" / "actor" / "model_world_size_1_rank_0.pt"
+        shard.write_bytes(shard.read_bytes()[:4096])  # still being copied, say
         (root / "latest_checkpointed_iteration.txt").write_text("1")  # step 2 still "being saved"
-        deadline = time.monotonic() + 300
-        while not (tmp_path / "eval" / "global_step_1" / "summary.json").exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        wait_for(lambda: (tmp_path / "eval" / "global_step_1" / "summary.json").exists())
         time.sleep(2)
         assert not (tmp_path / "hf" / "global_step_2").exists()
         (root / "latest_checkpointed_iteration.txt").write_text("2")
-        stdout, stderr = proc.communicate(timeout=300)
+        wait_for(lambda: "step 2: skipped:" in log.read_text())
+        shutil.copy(run / "checkpoints" / "global_step_2" / "actor" / shard.name, shard)
+        stdout, _ = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()
+    stderr = log.read_text()
     assert proc.returncode == 0, stderr[-3000:]
+    assert stderr.count("step 2: skipped:") == 1 and "verl's merger cannot read it" in stderr
     steps = json.loads((tmp_path / "eval" / "steps.json").read_text())
-    assert [r["step"] for r in steps["rows"]] == [1, 2]
+    assert [r["step"] for r in steps["rows"]] == [1, 2] and not steps.get("incomplete_checkpoints")
     assert stdout.count("evaluating") == 2
