@@ -41,6 +41,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from eval.results import ResultsError, ensure_writable
+
 STEP_RE = re.compile(r"^global_step_(\d+)$")
 STAMP = ".converted.json"
 TRACKER = "latest_checkpointed_iteration.txt"  # verl writes it after a checkpoint is complete
@@ -235,6 +237,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     hf_root = Path(args.hf_root) if args.hf_root else default_hf_root(root)
+    try:
+        ensure_writable(hf_root, "converted models")
+    except ResultsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     failed = 0
     for step in chosen:
         try:

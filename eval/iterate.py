@@ -57,7 +57,7 @@ from eval.convert import (
     select_steps,
 )
 from eval.plot import AVERAGES, plot_steps
-from eval.results import ResultsError, atomic_write_json, atomic_write_text, pct
+from eval.results import ResultsError, atomic_write_json, atomic_write_text, ensure_writable, pct
 from eval.run import EvalError, add_eval_arguments, eval_kwargs, evaluate, summary_settings
 
 PLOT = "accuracy_vs_step.png"
@@ -212,7 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise EvalError(f"checkpoint root {root} is not a folder")
         if args.every is not None and args.steps:
             raise EvalError("give either --every or --steps, not both")
-    except EvalError as e:
+        ensure_writable(hf_root, "converted models")
+        ensure_writable(results_root, "results")
+    except (EvalError, ResultsError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

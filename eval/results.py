@@ -38,6 +38,18 @@ CONFIG, SAMPLES, SUMMARY, TABLE, RUNS = (
     "runs.jsonl",
 )
 Key = tuple[str, str, int]
+# what a sample line must hold (module docstring); the summary reads all of them
+SAMPLE_FIELDS = (
+    "benchmark",
+    "question_id",
+    "repeat",
+    "prompt_sha",
+    "pred",
+    "correct",
+    "status",
+    "tokens",
+    "finish",
+)
 
 
 class ResultsError(RuntimeError):
@@ -59,6 +71,18 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def ensure_writable(folder: str | os.PathLike, what: str) -> Path:
+    """Create `folder` if needed and check a file can be written there; ResultsError in one
+    sentence otherwise (a read-only or someone else's folder, a path through a file)."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as e:
+        raise ResultsError(f"cannot write {what} to {folder}: {e.strerror or e}") from None
+    return folder
 
 
 def atomic_write_json(path: str | os.PathLike, data) -> None:
@@ -125,7 +149,16 @@ class SampleStore:
                     )
                     return
                 raise ResultsError(f"{self.path}: line {i + 1} is not JSON; the file is damaged") from None
-            key = (rec["benchmark"], str(rec["question_id"]), int(rec["repeat"]))
+            missing = [f for f in SAMPLE_FIELDS if f not in rec] if isinstance(rec, dict) else SAMPLE_FIELDS
+            try:
+                if missing:
+                    raise ValueError
+                key = (rec["benchmark"], str(rec["question_id"]), int(rec["repeat"]))
+            except (ValueError, TypeError):
+                raise ResultsError(
+                    f"{self.path}: line {i + 1} is not a sample (missing or bad: "
+                    f"{', '.join(missing) or 'repeat'}); the file is damaged"
+                ) from None
             self.records.setdefault(key, rec)
             good_end += len(raw) + 1
 

@@ -54,6 +54,7 @@ from eval.results import (
     atomic_write_json,
     atomic_write_text,
     check_config,
+    ensure_writable,
     format_table,
     prompt_sha,
 )
@@ -178,7 +179,7 @@ def evaluate(
         raise EvalError(f"unknown backend {backend!r}; choose from {BACKENDS}")
 
     benches = [bm.load(name, data_dir, limit) for name in benchmarks]  # fail before loading a model
-    out.mkdir(parents=True, exist_ok=True)
+    ensure_writable(out, "results")
     settings = sample_settings(model_path, template, decoding, grading, backend)
     check_config(out, settings)
     store = SampleStore(out)

@@ -206,6 +206,28 @@ def test_cli_errors_are_one_line_and_exit_2(tiny, tmp_path):
     assert proc.returncode == 2 and "error: benchmark 'nosuch': none of nosuch.jsonl in" in proc.stderr
     assert not (tmp_path / "o").exists()  # failed before writing anything
 
+    (tmp_path / "a_file").write_text("")
+    for out, message in [
+        (tmp_path / "a_file" / "o", f"error: cannot write results to {tmp_path / 'a_file' / 'o'}: "),
+        (tmp_path / "damaged", "samples.jsonl: line 2 is not a sample (missing or bad: correct, status); "),
+    ]:
+        if out.name == "damaged":  # valid JSON of the wrong shape, as a hand edit or another tool leaves
+            out.mkdir()
+            good = {"benchmark": "arith", "question_id": "a1", "repeat": 0, "prompt_sha": "x", "pred": "1"}
+            good |= {"correct": True, "status": "ok", "tokens": 3, "finish": "stop"}
+            bad = {k: v for k, v in good.items() if k not in ("correct", "status")}
+            (out / "samples.jsonl").write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+        proc = subprocess.run(
+            [sys.executable, "-m", "eval.run", "--model", str(tiny), "--out", str(out)]
+            + ["--data-dir", str(FIXTURES), "--benchmarks", "arith", "--backend", "hf"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
+        assert "Traceback" not in proc.stderr
+
 
 # ------------------------------------------------------------------------------ vLLM seam
 class FakeVLLM:
