@@ -395,7 +395,7 @@ def toy_arithmetic_pairs(n_train: int, n_test: int, seed: int = 0) -> tuple[list
 
 TOY_REPHRASINGS = ("Compute {expr}.", "Calculate the value of {expr}.", "{expr} equals what number?")
 """Three fixed rephrasings of every toy question "What is {expr}?" (TA-GRPO on the CPU; real
-datasets get LLM rephrasings from `python -m prompt_aug.rephrase`)."""
+datasets get LLM rephrasings from `python -m recipes.rephrase`)."""
 
 
 def toy_rephrasings(question: str) -> list[str]:

@@ -98,7 +98,7 @@ def variant_question(row: Mapping[str, Any], variant: int, question: str) -> str
         raise TAGRPOError(
             f"row {row.get('index')!r} of data source {row.get('data_source')!r} has {len(rephrasings)} "
             f"rephrasings; TA-GRPO needs recipes.ta_grpo.n_rephrasings of them (make them with "
-            "`python -m prompt_aug.rephrase`, docs/rephrase.md)"
+            "`python -m recipes.rephrase`, docs/rephrase.md)"
         )
     return rephrasings[variant - 1]
 

@@ -265,7 +265,7 @@ def _data_hint(cfg: DictConfig) -> str:
     if name and name.endswith("_rephrased"):
         base = name.removesuffix("_rephrased")
         return (
-            f"; run `python -m recipes.data prepare {base}`, then `python -m prompt_aug.rephrase --input "
+            f"; run `python -m recipes.data prepare {base}`, then `python -m recipes.rephrase --input "
             f"$RECIPES_CACHE/data/{base}/train.parquet --output $RECIPES_CACHE/data/{name}/train.parquet "
             "--n 3 --base-url URL --model NAME` (docs/rephrase.md)"
         )
@@ -358,7 +358,7 @@ def check_data(cfg: DictConfig) -> None:
                 raise ConfigError(
                     f"data.train_files: {f}: row {short[0]} (and {len(short) - 1} more) has fewer than "
                     f"recipes.ta_grpo.n_rephrasings={n} rephrasings; make them with "
-                    "`python -m prompt_aug.rephrase` (docs/rephrase.md)."
+                    "`python -m recipes.rephrase` (docs/rephrase.md)."
                 )
 
 

@@ -281,7 +281,7 @@ def test_invalid_utf8_names_file_row_and_column_in_every_reader(tmp_path, column
         [
             sys.executable,
             "-m",
-            "prompt_aug.rephrase",
+            "recipes.rephrase",
             "--input",
             str(bad),
             "--output",

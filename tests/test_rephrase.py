@@ -1,6 +1,6 @@
-"""prompt_aug.rephrase: the validator and parser, and whole runs against a real OpenAI-compatible
+"""recipes.rephrase: the validator and parser, and whole runs against a real OpenAI-compatible
 HTTP server on loopback (stdlib ThreadingHTTPServer) with scripted answers per question: good,
-bad (one per rejection reason), garbage, slow, 5xx/429 then success, 401. httpx is not mocked."""
+bad (one per rejection reason), garbage, slow, 5xx/429 then success, 401. The openai SDK is not mocked."""
 
 import json
 import signal
@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from prompt_aug import rephrase as rp
+from recipes import rephrase as rp
 from recipes.data import make_rows, read_meta, write_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,12 +58,18 @@ class FakeServer:
         self.good_count: dict[str, int] = {}
         self.fail_after: int | None = None
         self.ok = 0
+        self.probes = 0
         self.lock = threading.Lock()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
                 pass
+
+            def do_GET(self):  # the client's liveness probe: GET /v1/models
+                fake.probes += 1
+                models = {"object": "list", "data": [{"id": "test-model", "object": "model"}]}
+                fake.send(self, 200, {}, json.dumps(models).encode())
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -186,8 +192,6 @@ def run(server, infile, out, *extra, n=3):
         "3",
         "--timeout-s",
         "5",
-        "--backoff-s",
-        "0.01",
         *extra,
     ]
     return rp.main(argv)
@@ -441,10 +445,12 @@ def test_retries_then_success(server, infile, tmp_path, capsys):
     r429 = server.requests_for(q1)
     assert [e["action"] for e in r429] == [429, "text"]
     assert r429[1]["t"] - r429[0]["t"] >= 0.4  # Retry-After honoured (the backoff alone is ~0.01 s)
+    # a 200 that is not a chat completion is an answer without rephrasings: asked again next round
+    assert [(e["action"], e["k"]) for e in server.requests_for(q4)] == [("raw", 3), ("text", 3)]
     assert len(server.log) == 12
     c = read_meta(out)["counts"]
-    assert (c["http_requests"], c["retries"], c["accepted"]) == (12, 6, 18)
-    assert "requests: 12, retries: 6" in stdout and "this run: asked 6 question(s)" in stdout
+    assert (c["http_requests"], c["retries"], c["accepted"]) == (12, 5, 18)
+    assert "requests: 12, retries: 5" in stdout and "this run: asked 6 question(s)" in stdout
 
 
 def test_retries_exhausted_stop_the_run(server, infile, tmp_path, capsys):
@@ -462,9 +468,9 @@ def test_401_stops_at_once_and_never_shows_the_key(server, infile, tmp_path):
     for q in QUESTIONS:
         server.script[q] = [("status", 401, {}, f"Incorrect API key provided: {SECRET}")] * 5
     out = tmp_path / "out.parquet"
-    cmd = [sys.executable, "-m", "prompt_aug.rephrase", "--input", str(infile), "--output", str(out)]
+    cmd = [sys.executable, "-m", "recipes.rephrase", "--input", str(infile), "--output", str(out)]
     cmd += ["--n", "3", "--base-url", server.base_url + "/", "--model", "m", "--api-key-env", KEY_ENV]
-    cmd += ["--concurrency", "1", "--backoff-s", "0.01"]
+    cmd += ["--concurrency", "1"]
     env = {"PATH": "/usr/bin:/bin", KEY_ENV: SECRET}
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
@@ -496,7 +502,7 @@ def test_api_key_never_written(server, infile, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv(KEY_ENV)
     server.log.clear()
     assert run(server, infile, tmp_path / "out2.parquet") == 0
-    assert server.log and all(e["auth"] is None for e in server.log)
+    assert server.log and all(e["auth"] == "Bearer EMPTY" for e in server.log)  # the SDK's placeholder
     assert f"${KEY_ENV} is not set" in capsys.readouterr().err
 
 
@@ -512,8 +518,8 @@ def test_resume_asks_only_for_missing_questions(server, infile, tmp_path, capsys
     assert len(kept) == 2 and all(r["complete"] and len(r["rephrasings"]) == 3 for r in kept)
     assert all(SECRET not in json.dumps(r) for r in kept)
     done = {r["question"] for r in kept}
-    with cache.open("a") as f:  # a line cut short by a crash
-        f.write('{"key": "abc", "rephr')
+    with cache.open("ab") as f:  # a line cut short by a crash, inside a multi-byte character
+        f.write('{"key": "abc", "question": "café'.encode()[:-1])
 
     server.fail_after, server.log = None, []
     assert run(server, infile, out) == 0
@@ -526,7 +532,7 @@ def test_resume_asks_only_for_missing_questions(server, infile, tmp_path, capsys
     for r in kept:
         assert by_q[r["question"]] == r["rephrasings"]
     assert all(len(r["rephrasings"]) == 3 for r in rows)
-    lines = [line for line in cache.read_text().splitlines() if line.strip()]
+    lines = [line for line in cache.read_bytes().decode(errors="replace").splitlines() if line.strip()]
     assert len(lines) == 7 and json.loads(lines[3])["question"] in set(QUESTIONS) - done
 
     server.log = []  # everything cached: no request at all, same output
@@ -575,7 +581,7 @@ def test_ctrl_c_keeps_finished_questions(server, infile, tmp_path):
         server.script[q] = [("sleep", 5.0)]
     out = tmp_path / "out.parquet"
     cache = Path(str(out) + ".cache.jsonl")
-    cmd = [sys.executable, "-m", "prompt_aug.rephrase", "--input", str(infile), "--output", str(out)]
+    cmd = [sys.executable, "-m", "recipes.rephrase", "--input", str(infile), "--output", str(out)]
     cmd += ["--n", "3", "--base-url", server.base_url, "--model", "m", "--concurrency", "1"]
     proc = subprocess.Popen(
         cmd,
@@ -594,3 +600,66 @@ def test_ctrl_c_keeps_finished_questions(server, infile, tmp_path):
     assert proc.returncode == 130
     assert "error: interrupted" in err and "1 of 6 questions are finished" in err
     assert [r["question"] for r in cache_lines(cache)] == [QUESTIONS[0]] and not out.exists()
+
+
+def test_a_dead_or_hanging_endpoint_fails_fast_with_default_settings(infile, tmp_path, capsys):
+    import socket
+
+    refused = socket.socket()
+    refused.bind(("127.0.0.1", 0))  # bound, never listening: connection refused
+    hanging = socket.socket()
+    hanging.bind(("127.0.0.1", 0))
+    hanging.listen(64)  # accepts connections, never answers
+    try:
+        for sock, seconds in ((refused, 5), (hanging, 30)):
+            port = sock.getsockname()[1]
+            out = tmp_path / f"{port}.parquet"
+            argv = ["--input", str(infile), "--output", str(out), "--n", "3", "--model", "m"]
+            t0 = time.monotonic()
+            assert rp.main([*argv, "--base-url", f"http://127.0.0.1:{port}/v1"]) == 1
+            assert time.monotonic() - t0 < seconds
+            err = capsys.readouterr().err
+            assert f"error: nothing answers at http://127.0.0.1:{port}/v1" in err and not out.exists()
+    finally:
+        refused.close()
+        hanging.close()
+
+
+def test_a_hung_endpoint_stops_the_run_after_stall_s(server, infile, tmp_path, capsys):
+    for q in QUESTIONS:
+        server.script[q] = [("sleep", 20.0)]
+    out = tmp_path / "out.parquet"
+    t0 = time.monotonic()
+    assert run(server, infile, out, "--timeout-s", "30", "--stall-s", "1.5") == 1
+    assert time.monotonic() - t0 < 10
+    err = capsys.readouterr().err
+    assert "seems to hang" in err and "0 of 6 questions are finished" in err and not out.exists()
+
+
+def test_too_many_filled_questions_fail_and_the_cache_writes_them_later(server, infile, tmp_path, capsys):
+    for q in QUESTIONS[:4]:
+        server.script[q] = [("text", "no idea")] * 3
+    out = tmp_path / "out.parquet"
+    assert run(server, infile, out, "--max-rounds", "1") == 1  # 4 of 6 > 0.5
+    captured = capsys.readouterr()
+    assert (
+        "error: 4 of 6 questions have fewer than 3 valid rephrasings (more than --max-filled 0.5)"
+        in captured.err
+    )
+    assert "filled: 4 question(s)" in captured.out and not out.exists()
+    server.log.clear()
+    assert run(server, infile, out, "--max-rounds", "1", "--max-filled", "1") == 0
+    assert server.log == []  # from the cache
+    rows = pq.read_table(out).to_pylist()
+    assert [r["rephrasings"] == [r["question"]] * 3 for r in rows] == [True] * 4 + [False] * 2
+
+
+def test_a_key_given_as_the_variable_name_is_never_echoed(infile, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        rp.main(
+            ["--input", str(infile), "--output", str(tmp_path / "o.parquet"), "--n", "3"]
+            + ["--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--api-key-env", SECRET]
+        )
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "--api-key-env takes the NAME of an environment variable" in err and SECRET not in err

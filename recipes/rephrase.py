@@ -7,18 +7,20 @@ the `rephrasings` column filled.
 
 Command (from the repository root):
 
-    python -m prompt_aug.rephrase --input IN.parquet --output OUT.parquet --n 3 --base-url URL --model NAME
+    python -m recipes.rephrase --input IN.parquet --output OUT.parquet --n 3 --base-url URL --model NAME
         [--api-key-env OPENAI_API_KEY] [--concurrency 16] [--max-retries 5] [--timeout-s 120]
-        [--max-rounds 3] [--temperature 0.8] [--max-tokens T] [--cache PATH] [--backoff-s 1.0]
+        [--max-rounds 3] [--temperature 0.8] [--max-tokens T] [--cache PATH] [--stall-s S]
+        [--max-filled 0.5]
 
-Endpoint. POST `{base_url}/chat/completions` with `model`, `messages` (one user message) and
-`temperature`. Any OpenAI-compatible server works: a local `vllm serve Qwen/Qwen2.5-7B-Instruct`
+Endpoint. `{base_url}/chat/completions` through the `openai` SDK, with `model`, `messages` (one
+user message) and `temperature`. Any OpenAI-compatible server works: a local `vllm serve Qwen/Qwen2.5-7B-Instruct`
 on one GPU node (`--base-url http://localhost:8000/v1`, no key needed; raise `--concurrency` to
 keep it busy, e.g. 64; we have not timed a full dataset), or a hosted API (`--base-url
 https://api.openai.com/v1 --model gpt-4-turbo`, as the paper). No GPU is needed on the machine
 that runs this tool. The API key is read ONLY from the environment variable named by
-`--api-key-env` (default OPENAI_API_KEY; unset: no Authorization header) and is sent as
-`Authorization: Bearer ...`; it is never printed, logged, or written anywhere.
+`--api-key-env` (default OPENAI_API_KEY; unset: the SDK's placeholder "EMPTY", which a server
+without a key ignores) and is sent as `Authorization: Bearer ...`; it is never printed, logged, or
+written anywhere (nor is the variable's name echoed unless it looks like a name).
 
 Writes.
 - `OUT.parquet`: the input rows, unchanged except `rephrasings` (exactly N strings each), written
@@ -33,16 +35,19 @@ Writes.
   that was finished. Delete the cache (or its lines) to ask again.
 - stdout: the summary; stderr: a progress bar, warnings and errors.
 
-Exit status: 0 done; 1 the input is invalid (checked before any request) or the run could not
-finish (a 4xx other than 408/429, such as a bad key or an unknown model, stops it at once; a
-request still failing after `--max-retries` retries stops it too); 130 Ctrl-C. The partial cache
-stays and no output is written unless every question was finished.
+Exit status: 0 done; 1 the input is invalid (checked before any request), the run could not
+finish, or more than `--max-filled` (default 0.5) of the questions ended without N valid
+rephrasings (the answers stay in the cache; `--max-filled 1` writes the output from it); 2 a bad
+option; 130 Ctrl-C. The run cannot finish when: nothing answers at `--base-url` (one `GET /models`
+before any question, 10 s and one retry: a dead endpoint fails in seconds, a hanging one in about
+20 s); a request still fails after its retries; a 4xx other than 408/409/429 (a bad key, an
+unknown model) comes back; or no request has been answered for `--stall-s` seconds (default 3 x
+`--timeout-s`). The partial cache stays and no output is written unless every question was finished.
 
-Requests. At most `--concurrency` requests in flight (an asyncio semaphore). Timeouts
-(`--timeout-s`), connection errors, 408, 429 and 5xx are retried up to `--max-retries` times per
-request, after `--backoff-s * 2**attempt` seconds (capped at 60) plus up to `--backoff-s` of
-random jitter; a retried answer with a `Retry-After` header (seconds or a date) waits that long
-instead (capped at 60 s). A 200 whose body is not a chat completion counts as a failed attempt.
+Requests. At most `--concurrency` requests in flight (an asyncio semaphore), each with the `openai`
+SDK's own timeout (`--timeout-s`) and retries (`--max-retries`: connection errors, timeouts, 408,
+409, 429 and 5xx, exponential backoff from 0.5 s to 8 s with jitter, a `Retry-After` of up to
+120 s honoured). A 200 whose body is not a chat completion counts as an answer with no rephrasing.
 
 The instruction (`INSTRUCTION`, version `INSTRUCTION_VERSION`) follows the paper's Appendix A:
 change wording, sentence structure, format and the order in which information is given; keep
@@ -94,11 +99,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import email.utils
 import hashlib
 import json
 import os
-import random
 import re
 import sys
 import time
@@ -108,7 +111,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pyarrow.parquet as pq
 
 from recipes.data import COLUMNS, ROW_SCHEMA, DataError, read_meta, validate_parquet, write_rows
@@ -161,9 +163,8 @@ UNPARSED = "unparsed"
 
 MIN_LENGTH_RATIO, MAX_LENGTH_RATIO, MAX_CHARS = 0.5, 3.0, 4000
 MAX_OUTPUT_CHARS = 200_000  # model output beyond this is ignored by the parser
-MAX_DELAY_S = 60.0  # cap of the backoff and of Retry-After
-RETRYABLE_STATUS = frozenset({408, 429})  # plus every 5xx
 SHOW_ROWS = 10  # how many filled row indices the report prints
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -340,12 +341,12 @@ def load_cache(path: Path) -> dict[str, dict]:
     if not path.exists():
         return records
     bad = 0
-    with path.open(encoding="utf-8") as f:
+    with path.open("rb") as f:  # bytes: a line cut inside a multi-byte character is one bad line
         for line in f:
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
+                rec = json.loads(line.decode("utf-8"))
                 key, reph = rec["key"], rec["rephrasings"]
                 if not isinstance(key, str) or not isinstance(reph, list):
                     raise TypeError
@@ -363,14 +364,14 @@ class CacheWriter:
 
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.file = path.open("a+", encoding="utf-8")
-        self.file.seek(0, os.SEEK_END)
-        if self.file.tell() > 0:  # a line cut short by a crash must not swallow the next one
-            self.file.seek(self.file.tell() - 1)
-            last = self.file.read(1)
-            self.file.seek(0, os.SEEK_END)
-            if last != "\n":
-                self.file.write("\n")
+        cut_short = False  # a line cut short by a crash must not swallow the next one
+        if path.exists() and path.stat().st_size:
+            with path.open("rb") as f:
+                f.seek(-1, os.SEEK_END)
+                cut_short = f.read(1) != b"\n"
+        self.file = path.open("a", encoding="utf-8")
+        if cut_short:
+            self.file.write("\n")
 
     def append(self, record: Mapping) -> None:
         self.file.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -393,24 +394,13 @@ def _redact(text: str, secret: str | None) -> str:
     return text.replace(secret, "***") if secret else text
 
 
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (seconds or an HTTP date), or None."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    return max(0.0, when.timestamp() - time.time()) if when is not None else None
-
-
 @dataclass
 class Client:
-    """POSTs chat completions with retries; counts requests and retries."""
+    """Chat completions through the `openai` SDK, whose own retries (connection errors, timeouts,
+    408, 409, 429, 5xx; exponential backoff with jitter; `Retry-After` honoured) apply to every
+    request. Counts HTTP requests and retries; stops the run on the first request that still
+    fails after its retries, on any other 4xx, and when nothing has been answered for
+    `stall_s` seconds."""
 
     base_url: str
     model: str
@@ -418,76 +408,104 @@ class Client:
     temperature: float
     timeout_s: float
     max_retries: int
-    backoff_s: float
     concurrency: int
     max_tokens: int | None = None  # None: the endpoint's default (vLLM: up to the model's context)
+    stall_s: float | None = None  # None: 3 x timeout_s
     requests: int = 0
     retries: int = 0
-    stopped: bool = False  # set by the first RunError: no request is sent after it
-    _http: httpx.AsyncClient | None = field(default=None, repr=False)
+    _sdk: Any = field(default=None, repr=False)
     _sem: asyncio.Semaphore | None = field(default=None, repr=False)
+    _last_answer: float = field(default=0.0, repr=False)
 
     @property
     def url(self) -> str:
         return self.base_url.rstrip("/") + "/chat/completions"
 
     async def __aenter__(self) -> Client:
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
-        self._http = httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(self.timeout_s), limits=limits)
+        import openai
+
+        # no key: the SDK's placeholder (a local `vllm serve` without --api-key ignores it)
+        self._sdk = openai.AsyncOpenAI(
+            base_url=self.base_url,
+            api_key=self.api_key or "EMPTY",
+            timeout=self.timeout_s,
+            max_retries=self.max_retries,
+        )
         self._sem = asyncio.Semaphore(self.concurrency)
+        self._last_answer = time.monotonic()
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        await self._http.aclose()
+        await self._sdk.close()
+
+    async def probe(self) -> None:
+        """Fail in seconds, not after every retry of every question, when nothing answers at
+        base_url: one `GET /models` (10 s, one retry). Any HTTP answer, even an error, will do."""
+        import openai
+
+        try:
+            await self._sdk.with_options(timeout=min(10.0, self.timeout_s), max_retries=1).models.list()
+        except openai.APIStatusError:
+            pass
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            raise RunError(
+                f"nothing answers at {self.base_url} ({type(exc).__name__}: {_redact(str(exc), self.api_key)}); "
+                "is the server running and --base-url right?"
+            ) from None
+
+    async def watchdog(self) -> None:
+        """RunError once no request has been answered for `stall_s` seconds (a hung endpoint)."""
+        limit = self.stall_s or 3 * self.timeout_s
+        while True:
+            await asyncio.sleep(min(limit, 1.0))
+            if time.monotonic() - self._last_answer > limit:
+                raise RunError(f"no answer from {self.url} for {limit:g} s; the endpoint seems to hang")
 
     async def complete(self, content: str) -> tuple[str, int, int]:
-        """The answer's text for one user message, with (HTTP requests, retries) spent on it."""
-        payload = {
+        """The answer's text for one user message, with (HTTP requests, retries) spent on it. A 200
+        whose body is not a chat completion gives "" (the round finds no rephrasing)."""
+        import openai
+
+        kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": "user", "content": content}],
             "temperature": self.temperature,
         }
         if self.max_tokens is not None:
-            payload["max_tokens"] = self.max_tokens
-        for attempt in range(self.max_retries + 1):
-            self.requests += 1
-            if attempt:
-                self.retries += 1
-            wait: float | None = None
+            kwargs["max_tokens"] = self.max_tokens
+        async with self._sem:
             try:
-                async with self._sem:
-                    if self.stopped:
-                        raise RunError("stopped")
-                    resp = await self._http.post(self.url, json=payload)
-            except httpx.TimeoutException:
-                problem = f"timed out after {self.timeout_s:g} s"
-            except httpx.TransportError as exc:
-                problem = _redact(f"{type(exc).__name__}: {exc}", self.api_key)
-            else:
-                status = resp.status_code
-                if status == 200:
-                    try:
-                        text = resp.json()["choices"][0]["message"]["content"]
-                        return (text if isinstance(text, str) else ""), attempt + 1, attempt
-                    except (ValueError, KeyError, IndexError, TypeError):
-                        problem = "HTTP 200 with a body that is not a chat completion"
-                elif status in RETRYABLE_STATUS or status >= 500:
-                    problem = f"HTTP {status}"
-                    wait = _retry_after(resp.headers.get("retry-after"))
-                else:
-                    body = _redact(" ".join(resp.text.split())[:200], self.api_key)
-                    self.stopped = True
-                    raise RunError(f"HTTP {status} from {self.url}: {body}")
-            if attempt == self.max_retries:
-                self.stopped = True
+                raw = await self._sdk.chat.completions.with_raw_response.create(**kwargs)
+            except openai.APIStatusError as exc:
+                self.requests += 1 + (self.max_retries if _retryable(exc.status_code) else 0)
+                body = _redact(" ".join(exc.response.text.split())[:200], self.api_key)
+                if _retryable(exc.status_code):
+                    raise RunError(
+                        f"request to {self.url} still failing after {self.max_retries} retries: "
+                        f"HTTP {exc.status_code}"
+                    ) from None
+                raise RunError(f"HTTP {exc.status_code} from {self.url}: {body}") from None
+            except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+                self.requests += 1 + self.max_retries
+                problem = "timed out" if isinstance(exc, openai.APITimeoutError) else str(exc)
                 raise RunError(
-                    f"request to {self.url} still failing after {self.max_retries} retries: {problem}"
-                )
-            if wait is None:
-                wait = min(MAX_DELAY_S, self.backoff_s * 2**attempt) + random.uniform(0, self.backoff_s)
-            await asyncio.sleep(min(wait, MAX_DELAY_S))
-        raise AssertionError("unreachable")
+                    f"request to {self.url} still failing after {self.max_retries} retries: "
+                    f"{_redact(problem, self.api_key)}"
+                ) from None
+        self._last_answer = time.monotonic()
+        retries = raw.retries_taken
+        self.requests += 1 + retries
+        self.retries += retries
+        try:
+            text = raw.parse().choices[0].message.content
+        except (ValueError, AttributeError, IndexError, TypeError, openai.APIResponseValidationError):
+            text = None
+        return (text if isinstance(text, str) else ""), 1 + retries, retries
+
+
+def _retryable(status: int) -> bool:
+    """What the SDK retries (so a final error with this status came after all retries)."""
+    return status in (408, 409, 429) or status >= 500
 
 
 # ----------------------------------------------------------------------------------------------
@@ -544,6 +562,7 @@ async def run_requests(
     from tqdm import tqdm
 
     async with client:
+        await client.probe()
         with tqdm(total=len(todo), desc="rephrasing", unit="question", file=sys.stderr) as bar:
 
             async def one(key: str, question: str) -> None:
@@ -553,13 +572,16 @@ async def run_requests(
                 bar.update(1)
 
             tasks = [asyncio.create_task(one(k, q)) for k, q in todo.items()]
+            watchdog = asyncio.create_task(client.watchdog())
             try:
-                for fut in asyncio.as_completed(tasks):
+                for fut in asyncio.as_completed([*tasks, watchdog]):
                     await fut
+                    if all(t.done() for t in tasks):
+                        break
             finally:
-                for t in tasks:
+                for t in [*tasks, watchdog]:
                     t.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+                await asyncio.gather(*tasks, watchdog, return_exceptions=True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -631,7 +653,7 @@ def _positive(kind: type, minimum: float):
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m prompt_aug.rephrase",
+        prog="python -m recipes.rephrase",
         description="Fill the `rephrasings` column of a parquet file with N LLM rephrasings per question "
         "(TA-GRPO), through an OpenAI-compatible endpoint. See docs/rephrase.md.",
     )
@@ -687,11 +709,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--cache", metavar="PATH", help="JSONL cache (default OUT.parquet.cache.jsonl)")
     p.add_argument(
-        "--backoff-s",
-        type=_positive(float, 0.0),
-        default=1.0,
+        "--stall-s",
+        type=_positive(float, 0.001),
         metavar="S",
-        help="base of the exponential backoff and of its jitter (%(default)s)",
+        help="stop when no request has been answered for this long (default 3 x --timeout-s)",
+    )
+    p.add_argument(
+        "--max-filled",
+        type=_positive(float, 0.0),
+        default=0.5,
+        metavar="F",
+        help="fail (exit 1, no output) when more than this share of the questions ends without N valid "
+        "rephrasings (%(default)s; 1 accepts any)",
     )
     return p
 
@@ -708,7 +737,12 @@ def _schema_notes(path: Path) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not _ENV_NAME.fullmatch(args.api_key_env):  # never echo it: it may be the key itself
+        parser.error(
+            "--api-key-env takes the NAME of an environment variable (letters, digits, _), not a key"
+        )
     src, out = Path(args.input), Path(args.output)
     cache_path = Path(args.cache) if args.cache else Path(str(out) + ".cache.jsonl")
     api_key = os.environ.get(args.api_key_env) or None
@@ -727,7 +761,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if any(r["rephrasings"] for r in rows):
         print(f"warning: {src}: existing rephrasings are replaced", file=sys.stderr)
     if api_key is None:
-        print(f"note: ${args.api_key_env} is not set; sending requests without an API key", file=sys.stderr)
+        print(
+            f"note: ${args.api_key_env} is not set; sending requests without a real API key", file=sys.stderr
+        )
 
     keys = [cache_key(r["question"], args.model, args.n) for r in rows]
     records = load_cache(cache_path)
@@ -741,9 +777,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.temperature,
         args.timeout_s,
         args.max_retries,
-        args.backoff_s,
         args.concurrency,
         args.max_tokens,
+        args.stall_s,
     )
     if todo:
         print(
@@ -773,13 +809,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         records.update(done)
 
     summary = summarize(rows, records, keys, args.n)
+    this_run = {"asked": len(todo), "cached": cached, "requests": client.requests, "retries": client.retries}
+    if summary["filled_questions"] > args.max_filled * summary["questions"]:
+        print(format_summary(summary, args.n, args.max_rounds, this_run))
+        print(
+            f"error: {summary['filled_questions']} of {summary['questions']} questions have fewer than {args.n} "
+            f"valid rephrasings (more than --max-filled {args.max_filled:g}); the endpoint's answers are "
+            f"kept in {cache_path}. No output written: rerun with --max-filled 1 to write it from the cache "
+            "(no new requests), or try another model.",
+            file=sys.stderr,
+        )
+        return 1
     out_rows = []
     for row, key in zip(rows, keys, strict=True):
         new = dict(row)
         new["rephrasings"] = fill(row["question"], records[key]["rephrasings"][: args.n], args.n)
         out_rows.append(new)
     meta = {
-        "tool": "prompt_aug.rephrase",
+        "tool": "recipes.rephrase",
         "model": args.model,
         "n": args.n,
         "instruction_version": INSTRUCTION_VERSION,
@@ -796,7 +843,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DataError, OSError) as exc:
         print(f"error: could not write {out}: {exc}", file=sys.stderr)
         return 1
-    this_run = {"asked": len(todo), "cached": cached, "requests": client.requests, "retries": client.retries}
     print(format_summary(summary, args.n, args.max_rounds, this_run))
     print(f"wrote {out} ({len(out_rows)} rows); cache {cache_path}")
     return 0
