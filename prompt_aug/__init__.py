@@ -2,7 +2,6 @@
 
   templates.py   the 13 templates and format rules (data in templates.json), rendering, CLI
   sampling.py    which template each rollout gets: a pure function of (seed, epoch, row, rollout)
-  rephrase.py    offline LLM rephrasings of each question for TA-GRPO (CLI; docs/rephrase.md)
 
 The agent loop that applies them in training is recipes/agent_loop.py; the format score is added
 to accuracy by the grader (rewards/format.py).

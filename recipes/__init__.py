@@ -1,2 +1,2 @@
 """Training recipes on verl: the Hydra entry point (`python -m recipes.train`), the CPU platform,
-local model builders and data preparation."""
+local model builders, data preparation, and TA-GRPO's rephrasing tool (`python -m recipes.rephrase`)."""
