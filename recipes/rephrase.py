@@ -71,6 +71,11 @@ first rule it breaks is its rejection reason:
   `1,\\!000` read as 1000; `2.50` as 2.5, `.5` as 0.5; signs ignored) must occur in the
   rephrasing, counted as a multiset (a number written twice must appear twice). Numbers inside
   LaTeX count. New numbers in the rephrasing are allowed ("five" -> "5").
+- `changed_operator`: every arithmetic operator written between two operands in the original
+  (`6 - 2`, `3*(4+1)`, `2^5`; `×` `÷` `−` read as `*` `/` `-`) must occur between two operands in
+  the rephrasing, counted as a multiset: "What is 6 - 2?" -> "Compute 6 + 2." keeps every number
+  and changes the answer. The price: an operator put into words ("subtract 2 from 6") is
+  rejected too.
 - `missing_math`: every LaTeX math span of the original (`$...$`, `$$...$$`, `\\(...\\)`,
   `\\[...\\]`; `\\$` is a dollar sign, not a delimiter; unclosed delimiters open no span) must
   occur in the rephrasing, inside a math span or not, compared after removing whitespace, math
@@ -156,7 +161,7 @@ Write 3 rephrasings.
 <rephrasing>How much change, in dollars, does Maria receive if she pays for 3 notebooks priced at \$2.50 each and 2 pens priced at \$1.25 each with a \$20 bill?</rephrasing>"""
 """The fixed part of the user message (rules and worked examples); `user_message` adds the task."""
 
-REASONS = ("empty", "copy", "missing_number", "missing_math", "length")
+REASONS = ("empty", "copy", "missing_number", "changed_operator", "missing_math", "length")
 """Rejection reasons of `check_rephrasing`, in the order the rules are checked."""
 UNPARSED = "unparsed"
 """Asked for but not delivered: the answer had fewer `<rephrasing>` blocks than asked."""
@@ -235,6 +240,16 @@ def numbers(text: str) -> Counter:
     return Counter(_canonical_number(m.group()) for m in _NUMBER.finditer(text))
 
 
+_OPERATOR = re.compile(r"(?<=[\d)])\s*([-+*/^×÷−])\s*(?=[\d(])")
+_SAME_OPERATOR = str.maketrans({"×": "*", "÷": "/", "−": "-"})
+
+
+def operators(text: str) -> Counter:
+    """The multiset of arithmetic operators written between two operands (`6 - 2`, `3*(4+1)`,
+    `2^5`); `×`, `÷` and the minus sign `−` count as `*`, `/` and `-`."""
+    return Counter(m.group(1).translate(_SAME_OPERATOR) for m in _OPERATOR.finditer(text))
+
+
 def _find_unescaped(text: str, needle: str, start: int) -> int:
     while True:
         j = text.find(needle, start)
@@ -309,6 +324,8 @@ def check_rephrasing(original: str, candidate: Any, accepted: Iterable[str] = ()
         return "copy"
     if numbers(orig) - numbers(cand):
         return "missing_number"
+    if operators(orig) - operators(cand):
+        return "changed_operator"
     text = _norm_math(_DELIMS.sub("", cand))
     if any(_norm_math(span) not in text for span in math_spans(orig)):
         return "missing_math"

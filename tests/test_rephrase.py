@@ -234,6 +234,9 @@ def test_math_spans_compare_modulo_notation():
         (Q_NUM, Q_NUM.replace("120", "one hundred twenty"), (), "missing_number"),
         (Q_NUM, Q_NUM.replace("2.5", "2.4"), (), "missing_number"),
         ("Add 7 and 7 and 3.", "Add 7 and 3 together.", (), "missing_number"),  # a multiset
+        ("What is 6 - 2?", "Compute the value of 6 + 2.", (), "changed_operator"),  # same numbers, new answer
+        ("What is 6 − 2 × 3?", "Work out 6 - 2 + 3.", (), "changed_operator"),  # × is *, − is -
+        ("What is 2^5 + 1?", "What is 2*5 + 1?", (), "changed_operator"),
         (Q_MATH, Q_MATH.replace("$x^2 + 3x = 10$", "$y^2 + 3y = 10$"), (), "missing_math"),  # renamed
         (Q_MATH, Q_MATH.replace("$x > 0$", "$x \\ge 0$ and 0"), (), "missing_math"),
         (Q_NUM, Q_NUM + " Read it carefully." * 20, (), "length"),
@@ -263,6 +266,8 @@ def test_validator_rejection_reasons(original, candidate, accepted, reason):
             "Five apples and 3 pears.",
             "5 apples, 3 pears: five apples and three pears.",
         ),  # new numbers are fine
+        ("What is 6 - 2 × 3?", "Evaluate 6 − 2*3 for me."),  # the same operators, other symbols
+        ("What is 12 - 5?", "Subtract: 12 - 5 = ? What is it?"),
     ],
 )
 def test_validator_accepts(original, candidate):
@@ -415,6 +420,7 @@ def test_each_rejection_is_asked_again(server, infile, tmp_path, capsys):
         "empty": 1,
         "copy": 1,
         "missing_number": 1,
+        "changed_operator": 0,
         "missing_math": 1,
         "length": 1,
         "unparsed": 3,
@@ -425,7 +431,7 @@ def test_each_rejection_is_asked_again(server, infile, tmp_path, capsys):
     assert rows[0]["rephrasings"] == [good(q0, 0), good(q0, 1), good(q0, 3)]
     stdout = capsys.readouterr().out
     assert "rephrasings: requested 26, accepted 18 (69.2%)" in stdout
-    assert "rejected: empty 1, copy 1, missing_number 1, missing_math 1, length 1, unparsed 3" in stdout
+    assert "rejected: empty 1, copy 1, missing_number 1, changed_operator 0, missing_math 1, length 1, unparsed 3" in stdout
 
 
 def test_retries_then_success(server, infile, tmp_path, capsys):
