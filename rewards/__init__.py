@@ -3,7 +3,7 @@ processes, and template format rewards. See `rewards.grader` for the contract.""
 
 from rewards.extract import Extraction, extract_answer, normalize_ground_truth
 from rewards.format import FormatRule, register_format_rule
-from rewards.grader import Grader, compute_score, get_grader, grade_batch, summarize
+from rewards.grader import Grader, compute_score, get_grader, grade_batch
 
 __all__ = [
     "Extraction",
@@ -15,5 +15,4 @@ __all__ = [
     "grade_batch",
     "normalize_ground_truth",
     "register_format_rule",
-    "summarize",
 ]

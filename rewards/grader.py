@@ -197,12 +197,12 @@ class Grader:
             fut = self._gold.get(golds)
             if fut is not None:
                 self._gold.move_to_end(golds)
-                self.stats_["gold_cache_hits"] += 1
+                self.gold_cache_hits += 1
                 return fut
         fut = self._schedule(_mathverify.parse_gold, (golds,))
         with self._lock:
             fut = self._gold.setdefault(golds, fut)
-            self.stats_["gold_parses"] += 1
+            self.gold_parses += 1
             while len(self._gold) > _GOLD_CACHE_SIZE:
                 self._gold.popitem(last=False)
         return fut
@@ -239,7 +239,6 @@ class Grader:
                 "status": status,
                 "latency_s": time.perf_counter() - t0,
             }
-            self._count(result)
             out.set_result(result)
 
         if not golds:
@@ -303,44 +302,9 @@ class Grader:
 
     # ------------------------------------------------------------------ counters
     def reset_stats(self) -> None:
-        self.stats_ = {"graded": 0, "latency_sum_s": 0.0, "gold_parses": 0, "gold_cache_hits": 0}
-        self.stats_.update({s: 0 for s in STATUSES})
-
-    def _count(self, result: dict) -> None:
-        with self._lock:
-            self.stats_["graded"] += 1
-            self.stats_[result["status"]] += 1
-            self.stats_["latency_sum_s"] += result["latency_s"]
-
-    def stats(self) -> dict[str, float]:
-        """Counters since the last `reset_stats`, as a training run logs them."""
-        with self._lock:
-            s = dict(self.stats_)
-        return summarize_counts(s)
-
-
-def summarize_counts(counts: dict) -> dict[str, float]:
-    n = max(1, counts["graded"])
-    return {
-        "grader/graded": counts["graded"],
-        "grader/timeout_frac": counts["timeout"] / n,
-        "grader/no_answer_frac": counts["no_answer"] / n,
-        "grader/error_frac": counts["error"] / n,
-        "grader/bad_ground_truth_frac": counts["bad_ground_truth"] / n,
-        "grader/mean_latency_s": counts["latency_sum_s"] / n,
-        "grader/gold_parses": counts["gold_parses"],
-    }
-
-
-def summarize(results: Sequence[dict]) -> dict[str, float]:
-    """The same counters for one list of results (e.g. one training step)."""
-    counts = {"graded": len(results), "latency_sum_s": sum(r["latency_s"] for r in results)}
-    counts.update({s: sum(r["status"] == s for r in results) for s in STATUSES})
-    counts["gold_parses"] = 0
-    out = summarize_counts(counts)
-    del out["grader/gold_parses"]
-    out["grader/acc"] = sum(r["acc"] for r in results) / max(1, len(results))
-    return out
+        """Ground-truth parses and parse-cache hits since the last reset (the training step's
+        grader metrics come from the results themselves: recipes.trainer)."""
+        self.gold_parses = self.gold_cache_hits = 0
 
 
 _default: Grader | None = None

@@ -82,8 +82,7 @@ def test_ground_truth_parsed_once_per_question(grader):
     responses = [f"\\boxed{{\\sqrt{{{k}}}}}" for k in range(9, 17)]  # 8 answers math-verify must judge
     results = grader.grade_batch(responses, ["2\\sqrt{3}"] * 8)  # a question no other test grades
     assert [r["acc"] for r in results] == [float(k == 12) for k in range(9, 17)]
-    assert grader.stats_["gold_parses"] == 1
-    assert grader.stats_["gold_cache_hits"] == 7
+    assert (grader.gold_parses, grader.gold_cache_hits) == (1, 7)
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,6 @@ counters a training run logs."""
 
 import pytest
 
-from rewards import grader as grader_mod
 from rewards.format import FORMAT_RULES, FormatRule, format_score_for, register_format_rule
 
 TAGS = (("<think>", 0.25), ("</think>", 0.25), ("<answer>", 0.25), ("</answer>", 0.25))
@@ -70,21 +69,13 @@ def test_compute_score_adds_weighted_format_score(grader):
     assert (r["format_score"], r["score"]) == (0.0, 1.0)
 
 
-def test_counters_and_summary(grader):
-    grader.reset_stats()
+def test_statuses(grader):
     responses = ["\\boxed{1}", "\\boxed{2}", "no answer here", "\\boxed{9^{9^{9^9}}}", "\\boxed{1}"]
     golds = ["1", "1", "1", "3", ""]
     results = grader.grade_batch(responses, golds, mode="boxed")
     assert [r["status"] for r in results] == ["ok", "ok", "no_answer", "timeout", "bad_ground_truth"]
-    stats = grader.stats()
-    assert stats["grader/graded"] == 5
-    assert stats["grader/timeout_frac"] == pytest.approx(0.2)
-    assert stats["grader/no_answer_frac"] == pytest.approx(0.2)
-    assert stats["grader/bad_ground_truth_frac"] == pytest.approx(0.2)
-    assert stats["grader/mean_latency_s"] == pytest.approx(sum(r["latency_s"] for r in results) / 5)
-    summary = grader_mod.summarize(results)
-    assert summary["grader/acc"] == pytest.approx(0.2)
-    assert summary["grader/timeout_frac"] == pytest.approx(0.2)
+    assert [r["acc"] for r in results] == [1.0, 0.0, 0.0, 0.0, 0.0]
+    assert [r["timed_out"] for r in results] == [False, False, False, True, False]
 
 
 def test_batch_length_mismatch_is_an_error(grader):
