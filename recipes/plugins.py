@@ -191,3 +191,46 @@ import recipes.cpu_platform  # noqa: E402,F401
 import recipes.cw_grpo  # noqa: E402,F401
 import recipes.trainer  # noqa: E402,F401
 import rewards.verl_manager  # noqa: E402,F401
+
+VERL_VERSION = "0.9.1"  # pyproject pins it; the extension points above are this version's
+
+
+class SeamError(RuntimeError):
+    """verl is not the version we extend, or one of our registrations did not happen."""
+
+
+def check_verl_seam() -> None:
+    """verl loads this plugin at DEBUG level and hides its import errors: say in one sentence,
+    before Ray starts, if verl's version or any of our registrations is wrong."""
+    import verl
+
+    if verl.__version__ != VERL_VERSION:
+        raise SeamError(
+            f"verl {verl.__version__} is installed; this project extends verl {VERL_VERSION} "
+            f"(pip install verl=={VERL_VERSION}, or `make setup`)"
+        )
+    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+    from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
+    from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    from recipes.agent_loop import AGENT_NAME
+    from recipes.cw_grpo import LOSSES
+
+    try:
+        get_trainer_cls("recipes_sync")
+        has_trainer = True
+    except Exception:  # noqa: BLE001 - any failure means it is not there
+        has_trainer = False
+    registered = {
+        "reward manager 'math_pool'": "math_pool" in REWARD_MANAGER,
+        f"agent loop {AGENT_NAME!r}": AGENT_NAME in _agent_loop_registry,
+        **{f"policy loss {name!r}": name in POLICY_LOSS_REGISTRY for name in LOSSES},
+        "trainer 'recipes_sync'": has_trainer,
+    }
+    missing = [name for name, ok in registered.items() if not ok]
+    if missing:
+        raise SeamError(
+            f"verl {verl.__version__} did not register our {', '.join(missing)}: "
+            "is this package installed (pip install -e .) so verl finds its `verl.plugins` entry point?"
+        )

@@ -412,6 +412,7 @@ def _follow(path: Path, stop: threading.Event) -> None:
 # ------------------------------------------------------------------------------- main
 def run(cfg: DictConfig) -> Path:
     """Validate, prepare, train. Returns the metrics file."""
+    check_verl_seam()
     check_config(cfg)
     prepare(cfg)
     check_data(cfg)
@@ -487,6 +488,19 @@ def compose(overrides: list[str]) -> DictConfig:
         del cfg["hydra"]
     record_choices(cfg, choices)
     return cfg
+
+
+def check_verl_seam() -> None:
+    """verl is the version we extend and holds our registrations (recipes.plugins), in one line."""
+    try:
+        from recipes.plugins import SeamError
+        from recipes.plugins import check_verl_seam as check
+    except Exception as exc:  # noqa: BLE001 - verl would hide it at DEBUG level
+        raise ConfigError(f"our verl plugin (recipes.plugins) does not import: {_one_line(exc)}") from exc
+    try:
+        check()
+    except SeamError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def check_config(cfg: DictConfig) -> None:

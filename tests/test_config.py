@@ -414,3 +414,21 @@ def test_all_four_methods_compose_on_every_baseline(baseline):
     actor = cfg.actor_rollout_ref.actor
     assert actor.policy_loss.loss_mode == "cw_grpo" and actor.use_kl_loss and actor.kl_loss_coef == 1e-4
     assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "recipes_prompt_variants"
+
+
+def test_a_wrong_verl_or_a_missing_registration_is_one_sentence(monkeypatch):
+    import verl
+    from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
+
+    from recipes.train import check_verl_seam
+
+    check_verl_seam()  # this install is right
+    monkeypatch.setattr(verl, "__version__", "0.9.2")
+    with pytest.raises(ConfigError, match=r"^verl 0\.9\.2 is installed; this project extends verl 0\.9\.1"):
+        check_verl_seam()
+    monkeypatch.undo()
+    monkeypatch.delitem(REWARD_MANAGER, "math_pool")
+    with pytest.raises(
+        ConfigError, match=r"did not register our reward manager 'math_pool': is this package"
+    ):
+        check_verl_seam()
