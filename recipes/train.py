@@ -30,10 +30,15 @@ import os
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
+
+# verl's engine registry warns on import about every optional training engine it cannot load
+# (torchtitan, veomni, megatron, ...); the recipes use none of them.
+warnings.filterwarnings("ignore", message=r"\w+ engine is not available", category=UserWarning)
 
 BASELINES = ("grpo", "dapo", "dr_grpo")
 KNOWN_METHODS = {
@@ -55,8 +60,72 @@ def _get(cfg: DictConfig, key: str):
     return OmegaConf.select(cfg, key, throw_on_missing=False)
 
 
+# The settings a user touches most, with the type and range each must have. verl checks none of
+# these before its workers start (a negative temperature, lr=abc, a zero response length fail
+# minutes later in a Ray worker, or not at all).
+NUMBERS: tuple[tuple[str, type, str], ...] = (  # key, type, allowed range
+    ("data.train_batch_size", int, ">= 1"),
+    ("data.max_prompt_length", int, ">= 1"),
+    ("data.max_response_length", int, ">= 1"),
+    ("actor_rollout_ref.rollout.n", int, ">= 1"),
+    ("actor_rollout_ref.rollout.temperature", float, ">= 0"),
+    ("actor_rollout_ref.rollout.top_p", float, "in (0, 1]"),
+    ("actor_rollout_ref.actor.optim.lr", float, "> 0"),
+    ("actor_rollout_ref.actor.ppo_mini_batch_size", int, ">= 1"),
+    ("actor_rollout_ref.actor.ppo_epochs", int, ">= 1"),
+    ("trainer.total_epochs", int, ">= 1"),
+    ("trainer.total_training_steps", int, ">= 1"),  # null: epochs x batches
+    ("trainer.n_gpus_per_node", int, ">= 1"),
+    ("trainer.nnodes", int, ">= 1"),
+    ("reward.custom_reward_function.reward_kwargs.timeout_s", float, "> 0"),
+    ("reward.custom_reward_function.reward_kwargs.num_workers", int, ">= 1"),
+)
+_IN_RANGE = {
+    ">= 1": lambda x: x >= 1,
+    ">= 0": lambda x: x >= 0,
+    "> 0": lambda x: x > 0,
+    "in (0, 1]": lambda x: 0 < x <= 1,
+}
+# Sections whose keys verl reads by name and whose unknown keys it ignores silently: a key added
+# there with `+` (as Hydra suggests for a key it does not know) is almost always a misspelling.
+CLOSED_SECTIONS = ("trainer", "trainer.v1", "data", "actor_rollout_ref.model", "recipes")
+
+
+def _check_numbers(cfg: DictConfig) -> None:
+    for key, kind, allowed in NUMBERS:
+        value = _get(cfg, key)
+        if value is None:
+            continue
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if kind is int:
+            number = number and float(value).is_integer()
+        if not (number and _IN_RANGE[allowed](value)):
+            raise ConfigError(
+                f"{key}={value!r} must be {'an integer' if kind is int else 'a number'} {allowed}."
+            )
+
+
+def _check_added_keys(cfg: DictConfig) -> None:
+    """`+section.key=v` in a section verl reads by name: a misspelling verl would ignore."""
+    import difflib
+
+    for key in _get(cfg, "recipes.added_keys") or []:
+        parent, _, name = key.rpartition(".")
+        if parent not in CLOSED_SECTIONS:
+            continue
+        known = [k for k in (_get(cfg, parent) or {}) if k != name]
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"did you mean {parent}.{close[0]}? " if close else ""
+        raise ConfigError(
+            f"+{key}: {parent} has no setting {name!r} and verl would ignore it ({hint}a `+` adds a new key; "
+            "drop it to override an existing one)."
+        )
+
+
 def validate(cfg: DictConfig) -> None:
     """Our checks, in the order a user would want to hear about them. Raises ConfigError."""
+    _check_added_keys(cfg)
+    _check_numbers(cfg)
     for group, key, choices in (
         ("model", "recipes.model", "configs/model/"),
         ("data", "recipes.data", "configs/data/"),
@@ -333,6 +402,31 @@ def prepare(cfg: DictConfig) -> None:
         ensure_data(data, out_dir=Path(_get(cfg, "data.train_files")).parent, validate=False)
 
 
+_TRUE = ("1", "true", "yes", "on")
+
+
+def check_model(cfg: DictConfig) -> None:
+    """The model path is a model folder, or a hub id (one in the local cache when offline)."""
+    key = "actor_rollout_ref.model.path"
+    path = str(_get(cfg, key))
+    local = Path(path).expanduser()
+    if local.exists() or path.startswith(("/", ".", "~")) or path.count("/") != 1:
+        if not (local / "config.json").is_file():
+            raise ConfigError(
+                f"{key}={path}: no model there (a folder with config.json, or a hub id ORG/NAME)."
+            )
+        return
+    offline = any(os.environ.get(v, "").lower() in _TRUE for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    if offline:
+        from huggingface_hub import try_to_load_from_cache
+
+        if not isinstance(try_to_load_from_cache(path, "config.json"), str):
+            raise ConfigError(
+                f"{key}={path}: not in the local Hugging Face cache, and HF_HUB_OFFLINE is set "
+                "(download it once online, or give a local folder)."
+            )
+
+
 def check_data(cfg: DictConfig) -> None:
     """Every data file exists and follows our row schema (docs/data.md)."""
     from recipes.data import DataError, validate_parquet
@@ -415,6 +509,7 @@ def run(cfg: DictConfig) -> Path:
     check_verl_seam()
     check_config(cfg)
     prepare(cfg)
+    check_model(cfg)
     check_data(cfg)
 
     out = Path(_get(cfg, "recipes.output_dir"))
@@ -466,11 +561,17 @@ def translate_overrides(args: list[str]) -> list[str]:
     return out
 
 
-def record_choices(cfg: DictConfig, choices: dict) -> None:
-    """Copy the `model` and `data` group choices into recipes.model / recipes.data."""
+def record_choices(cfg: DictConfig, choices: dict, overrides: list[str] = ()) -> None:
+    """Copy the `model` and `data` group choices into recipes.model / recipes.data, and the keys
+    the command line added with a single `+` into recipes.added_keys (checked by validate)."""
     with open_dict(cfg):
         cfg.recipes.model = choices.get(GROUP_ALIASES["model"])
         cfg.recipes.data = choices.get("data")
+        cfg.recipes.added_keys = [
+            o[1:].split("=", 1)[0]
+            for o in overrides
+            if o.startswith("+") and not o.startswith("++") and "=" in o
+        ]
 
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -481,12 +582,13 @@ def compose(overrides: list[str]) -> DictConfig:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
+    overrides = translate_overrides(list(overrides))
     with initialize_config_dir(str(CONFIG_DIR), version_base=None):
-        cfg = hydra_compose("train", overrides=translate_overrides(list(overrides)), return_hydra_config=True)
+        cfg = hydra_compose("train", overrides=overrides, return_hydra_config=True)
     choices = dict(cfg.hydra.runtime.choices)
     with open_dict(cfg):
         del cfg["hydra"]
-    record_choices(cfg, choices)
+    record_choices(cfg, choices, overrides)
     return cfg
 
 
@@ -513,7 +615,7 @@ def check_config(cfg: DictConfig) -> None:
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    record_choices(cfg, HydraConfig.get().runtime.choices)
+    record_choices(cfg, HydraConfig.get().runtime.choices, list(HydraConfig.get().overrides.task))
     try:
         run(cfg)
     except ConfigError as exc:
@@ -521,6 +623,23 @@ def main(cfg: DictConfig) -> None:
         sys.exit(2)
 
 
+def check_overrides(args: list[str]) -> None:
+    """Hydra's own errors (an unknown group option, a key not in the config, a bad override) as
+    one `config error:` line and exit 2, before Hydra prints its own report and exits 1."""
+    if any(a.startswith("-") for a in args):  # --cfg, --help, -m: Hydra's own flags
+        return
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        compose(args)
+    except (HydraException, OmegaConfBaseException) as exc:
+        text = str(exc).split("Config search path", 1)[0]  # where Hydra looked: noise here
+        print(f"config error: {' '.join(text.split())[:600]}", file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
 if __name__ == "__main__":
     sys.argv[1:] = translate_overrides(sys.argv[1:])
+    check_overrides(sys.argv[1:])
     main()

@@ -94,6 +94,21 @@ BAD = [
         "vLLM's CPU platform has no sleep mode",
     ),
     (["+actor_rollout_ref.actor.clip_ratio_hihg=0.3"], "actor_rollout_ref.actor: "),
+    # settings verl checks too late (in a Ray worker) or never
+    (["trainer.total_training_steps=-1"], "trainer.total_training_steps=-1 must be an integer >= 1"),
+    (["actor_rollout_ref.rollout.temperature=-1"], "rollout.temperature=-1 must be a number >= 0"),
+    (["data.max_response_length=0"], "data.max_response_length=0 must be an integer >= 1"),
+    (["actor_rollout_ref.actor.optim.lr=abc"], "actor_rollout_ref.actor.optim.lr='abc' must be a number > 0"),
+    (["actor_rollout_ref.rollout.n=two"], "actor_rollout_ref.rollout.n='two' must be an integer >= 1"),
+    (["actor_rollout_ref.rollout.top_p=1.5"], "top_p=1.5 must be a number in (0, 1]"),
+    (["data.train_batch_size=2.5"], "data.train_batch_size=2.5 must be an integer"),
+    (
+        ["+reward.custom_reward_function.reward_kwargs.timeout_s=0"],
+        "reward_kwargs.timeout_s=0 must be a number > 0",
+    ),
+    # misspelled keys added with `+`, as Hydra suggests for a key it does not know
+    (["+trainer.total_trainig_steps=3"], "did you mean trainer.total_training_steps?"),
+    (["+data.train_batch_sise=8"], "+data.train_batch_sise: data has no setting 'train_batch_sise'"),
     (
         ["algorithm.adv_estimator=no_such_estimator"],
         "algorithm.adv_estimator=no_such_estimator is not registered",
@@ -432,3 +447,34 @@ def test_a_wrong_verl_or_a_missing_registration_is_one_sentence(monkeypatch):
         ConfigError, match=r"did not register our reward manager 'math_pool': is this package"
     ):
         check_verl_seam()
+
+
+def test_hydras_own_errors_are_one_line_and_exit_2(tmp_path):
+    for args, message in [
+        (["model=nope"], "config error: In 'ppo_trainer': Could not find 'model/nope' Available options"),
+        (
+            ["trainer.total_trainig_steps=3"],
+            "config error: Could not override 'trainer.total_trainig_steps'.",
+        ),
+        (["trainer.logger=[a"], "config error: no viable alternative at input '[a'"),
+    ]:
+        out = _run_cli(tmp_path, "experiment=demo_cpu", *args)
+        assert out.returncode == 2, out.stderr[-2000:]
+        errors = [line for line in out.stderr.splitlines() if "error:" in line.lower()]
+        assert len(errors) == 1 and errors[0].startswith(message), errors
+        assert "engine is not available" not in out.stderr
+        assert "Config search path" not in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_model_path_that_does_not_resolve_is_refused(tmp_path, monkeypatch):
+    from recipes.train import check_model
+
+    with pytest.raises(ConfigError, match=r"model.path=/no/such/model: no model there"):
+        check_model(compose(["experiment=demo_cpu", "actor_rollout_ref.model.path=/no/such/model"]))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="no model there"):
+        check_model(compose(["experiment=demo_cpu", f"actor_rollout_ref.model.path={tmp_path / 'empty'}"]))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(ConfigError, match="not in the local Hugging Face cache, and HF_HUB_OFFLINE is set"):
+        check_model(compose(["experiment=demo_cpu", "actor_rollout_ref.model.path=someorg/no-such-model"]))
