@@ -431,7 +431,10 @@ def test_each_rejection_is_asked_again(server, infile, tmp_path, capsys):
     assert rows[0]["rephrasings"] == [good(q0, 0), good(q0, 1), good(q0, 3)]
     stdout = capsys.readouterr().out
     assert "rephrasings: requested 26, accepted 18 (69.2%)" in stdout
-    assert "rejected: empty 1, copy 1, missing_number 1, changed_operator 0, missing_math 1, length 1, unparsed 3" in stdout
+    assert (
+        "rejected: empty 1, copy 1, missing_number 1, changed_operator 0, missing_math 1, length 1, unparsed 3"
+        in stdout
+    )
 
 
 def test_retries_then_success(server, infile, tmp_path, capsys):
