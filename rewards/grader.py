@@ -14,7 +14,8 @@ that dies for another reason (OOM killer, segfault) is retried once, then scores
 `status="error"`. Workers are forked from a forkserver that has math-verify preloaded, so a
 replacement starts in milliseconds and never inherits the trainer's threads. As with any
 multiprocessing code, a script that grades must guard its top level with
-`if __name__ == "__main__":` (workers import the main module).
+`if __name__ == "__main__":` (workers import the main module). Workers die with the grading
+process, even when it is SIGKILLed (`rewards._orphan_guard`).
 
 Work per step
 -------------
@@ -53,7 +54,7 @@ from typing import Any
 
 import pebble
 
-from rewards import _mathverify
+from rewards import _mathverify, _orphan_guard
 from rewards.extract import Mode, clean_answer, extract_answer, normalize_ground_truth, numeric_value, to_text
 from rewards.format import format_score_for
 
@@ -135,8 +136,10 @@ class Grader:
             if stale:
                 self._stop_locked()
                 ctx = multiprocessing.get_context("forkserver")
-                ctx.set_forkserver_preload(["rewards._mathverify"])
-                self._pool = pebble.ProcessPool(max_workers=self.num_workers, context=ctx)
+                ctx.set_forkserver_preload(["rewards._mathverify", "rewards._orphan_guard"])
+                self._pool = pebble.ProcessPool(
+                    max_workers=self.num_workers, context=ctx, initializer=_orphan_guard.worker_init
+                )
                 self._pool_pid = os.getpid()
                 # Stop the pool when the grader is collected or the process exits. Not
                 # `atexit`: a multiprocessing child (a user's process pool) never runs it, and

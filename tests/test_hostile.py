@@ -1,6 +1,7 @@
 """Hostile model output: each input returns a score within the time limit, never raises, never
 runs code; hung and killed workers are replaced and the pool keeps working."""
 
+import contextlib
 import math
 import os
 import signal
@@ -9,11 +10,13 @@ import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from functools import partial
 from multiprocessing import get_context
+from pathlib import Path
 
 import pytest
 
 from rewards import compute_score
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 # The `grader` fixture (conftest) and the compute_score calls below use this time limit.
 TEST_TIMEOUT_S = 2.0
 # One hung task costs one time limit; a hostile sample needs at most its verify task (the
@@ -235,3 +238,44 @@ def test_compute_score_from_a_ray_worker():
         ray.shutdown()
     assert results[0]["acc"] == 1.0
     assert results[1]["status"] == "timeout"
+
+
+GRADE_AND_HANG = """
+import os, sys, time
+from rewards.grader import Grader
+if __name__ == "__main__":
+    g = Grader(num_workers=2, timeout_s=120)
+    futures = [g.submit("\\\\boxed{9^{9^{9^{9}}}}", str(k)) for k in range(2)]  # both workers busy
+    while len(g.worker_pids()) < 2:
+        time.sleep(0.05)
+    print(" ".join(map(str, g.worker_pids())), flush=True)
+    time.sleep(300)
+"""
+
+
+def test_no_grading_process_outlives_a_sigkilled_parent(tmp_path):
+    """Ray, the OOM killer and Slurm end processes with SIGKILL: the forkserver and the workers
+    (here both inside a hanging verification) must go too, not burn a core each for minutes."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    script = tmp_path / "grade.py"
+    script.write_text(GRADE_AND_HANG)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    family = []
+    try:
+        workers = [int(p) for p in proc.stdout.readline().split()]
+        family = [p for p in psutil.Process(proc.pid).children(recursive=True)]
+        assert len(workers) == 2 and set(workers) <= {p.pid for p in family}
+        time.sleep(1.0)  # inside the power towers
+        proc.kill()
+        proc.wait()
+        gone, alive = psutil.wait_procs(family, timeout=5)
+        assert alive == [], [(p.pid, p.cmdline()[-1][:60]) for p in alive]
+    finally:
+        proc.kill()
+        for p in family:  # whatever the assertion found alive
+            with contextlib.suppress(psutil.Error):
+                p.kill()
