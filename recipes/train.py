@@ -504,6 +504,20 @@ def _follow(path: Path, stop: threading.Event) -> None:
 
 
 # ------------------------------------------------------------------------------- main
+def finished_step(cfg: DictConfig) -> int | None:
+    """The checkpointed step when a resumable run has already reached trainer.total_training_steps
+    (verl would resume there, train nothing and log nothing); else None."""
+    total = _get(cfg, "trainer.total_training_steps")
+    if total is None or _get(cfg, "trainer.resume_mode") != "auto":
+        return None
+    tracker = Path(_get(cfg, "trainer.default_local_dir")) / "latest_checkpointed_iteration.txt"
+    try:
+        step = int(tracker.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return step if step >= int(total) else None
+
+
 def run(cfg: DictConfig) -> Path:
     """Validate, prepare, train. Returns the metrics file."""
     check_verl_seam()
@@ -513,6 +527,18 @@ def run(cfg: DictConfig) -> Path:
     check_data(cfg)
 
     out = Path(_get(cfg, "recipes.output_dir"))
+    ckpt = Path(_get(cfg, "trainer.default_local_dir"))
+    finished = finished_step(cfg)
+    if finished is not None:
+        earlier = sorted((out / "metrics").glob("*.jsonl"), key=lambda f: f.stat().st_mtime)
+        where = f"metrics in {earlier[-1]}, " if earlier else ""
+        print(
+            f"done: already trained to step {finished} (trainer.total_training_steps); nothing to do: {where}"
+            f"checkpoints in {ckpt}. Raise trainer.total_training_steps to go on, or set "
+            "recipes.output_dir to start a new run.",
+            flush=True,
+        )
+        return earlier[-1] if earlier else out
     metrics = out / "metrics" / f"{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     metrics.parent.mkdir(parents=True, exist_ok=True)
     os.environ["VERL_FILE_LOGGER_PATH"] = str(metrics)
@@ -540,7 +566,6 @@ def run(cfg: DictConfig) -> Path:
         stop.set()
         if table.is_alive():
             table.join(timeout=5)
-    ckpt = Path(_get(cfg, "trainer.default_local_dir"))
     print(f"done: metrics in {metrics}, checkpoints in {ckpt}", flush=True)
     return metrics
 

@@ -478,3 +478,19 @@ def test_a_model_path_that_does_not_resolve_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     with pytest.raises(ConfigError, match="not in the local Hugging Face cache, and HF_HUB_OFFLINE is set"):
         check_model(compose(["experiment=demo_cpu", "actor_rollout_ref.model.path=someorg/no-such-model"]))
+
+
+def test_a_finished_run_is_recognised_before_anything_starts(tmp_path):
+    from recipes.train import finished_step
+
+    def cfg(*extra):
+        return compose(["experiment=demo_cpu", f"recipes.output_dir={tmp_path}", *extra])
+
+    assert finished_step(cfg("trainer.total_training_steps=3")) is None  # no checkpoint yet
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("2")
+    assert finished_step(cfg("trainer.total_training_steps=3")) is None  # resumes at step 3
+    (tmp_path / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("3")
+    assert finished_step(cfg("trainer.total_training_steps=3")) == 3
+    assert finished_step(cfg("trainer.total_training_steps=4")) is None  # more steps asked for
+    assert finished_step(cfg("trainer.total_training_steps=3", "trainer.resume_mode=disable")) is None

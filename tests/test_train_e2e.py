@@ -172,6 +172,14 @@ def test_a_resumed_run_continues_from_its_checkpoint(e2e, tmp_path):
     check_prompt_aug(e2e.cache, out, records, [3])
     drawn = sorted((r["row"], r["session"], r["template"], r["input"]) for r in dump_at(out, 3))
     assert drawn == sorted((r["row"], r["session"], r["template"], r["input"]) for r in dump_at(reference, 3))
+    # the same command once more: the run is complete, so nothing starts and nothing is written
+    metrics = sorted((out / "metrics").iterdir())
+    again = e2e.train(out, "grpo,prompt_aug", 3, *extra).stdout.strip().splitlines()
+    assert again[-1].startswith(
+        f"done: already trained to step 3 (trainer.total_training_steps); nothing to do: "
+        f"metrics in {metrics[-1]}, checkpoints in {out / 'checkpoints'}."
+    ), again[-3:]
+    assert sorted((out / "metrics").iterdir()) == metrics
 
 
 # ------------------------------------------------------------------------------------ TA-GRPO
