@@ -542,6 +542,10 @@ def run(cfg: DictConfig) -> Path:
     metrics = out / "metrics" / f"{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     metrics.parent.mkdir(parents=True, exist_ok=True)
     os.environ["VERL_FILE_LOGGER_PATH"] = str(metrics)
+    # verl's TensorBoard and wandb loggers write under the current directory unless told; keep
+    # every output of the run in its own folder (a variable you set yourself wins)
+    os.environ.setdefault("TENSORBOARD_DIR", str(out / "tensorboard"))
+    os.environ.setdefault("WANDB_DIR", str(out))
 
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
 

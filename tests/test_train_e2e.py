@@ -9,12 +9,15 @@ Skip locally with `make test-fast` (or `-m "not e2e"`).
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
 from safetensors.torch import load_file
+
+REPO = Path(__file__).resolve().parents[1]
 
 # a test of up to two launches needs more than the suite's default 600 s
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.vllm, pytest.mark.timeout(1200)]
@@ -279,8 +282,11 @@ def test_prorl_resets_the_reference_and_resumes_with_it(e2e, tmp_path):
     checkpoint is the actor of that step; a run resumed from step 3 (after the reset at step 2)
     computes step 4's KL against the same reference as the uninterrupted run."""
     out = tmp_path / "uninterrupted"
-    proc = e2e.train(out, "grpo,prorl", 4, *PRORL)
+    proc = e2e.train(out, "grpo,prorl", 4, *PRORL, "trainer.logger=[file,tensorboard]")
     records = check_run(out, proc, [1, 2, 3, 4])
+    # verl's TensorBoard logger writes inside the run's folder, not ./tensorboard_log
+    assert list((out / "tensorboard").glob("events.out.tfevents.*"))
+    assert not (REPO / "tensorboard_log").exists()
     kl = {r["step"]: r["data"]["actor/kl_loss"] for r in records}
     assert kl[1] == 0.0  # the reference starts as the initial model, which step 1 trains from
     assert abs(kl[3]) < 1e-9, kl  # reset after step 2: the reference is the policy that samples
