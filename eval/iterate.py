@@ -63,6 +63,12 @@ from eval.run import EvalError, add_eval_arguments, eval_kwargs, evaluate, summa
 PLOT = "accuracy_vs_step.png"
 
 
+def run_name(checkpoint_root: Path) -> str:
+    """`outputs/<project>/<run>/checkpoints` -> `<run>`; another folder: its own name."""
+    root = Path(checkpoint_root)
+    return root.parent.name if root.name == "checkpoints" else root.name
+
+
 def default_results_root(checkpoint_root: str | Path) -> Path:
     return Path(checkpoint_root).resolve().parent / "eval"
 
@@ -177,7 +183,7 @@ def write_run_outputs(
             "incomplete_checkpoints": {str(k): v for k, v in failed.items()},
         },
     )
-    plot_steps(rows, results_root / PLOT, title=str(checkpoint_root))
+    plot_steps(rows, results_root / PLOT, title=f"{run_name(checkpoint_root)}: accuracy by training step")
     return table
 
 

@@ -1,4 +1,5 @@
-"""Accuracy against training step: one panel per benchmark and one per average, in one PNG.
+"""Accuracy against training step: one panel per benchmark and one per average, in one PNG; one
+run (eval.iterate writes it) or several overlaid (`python -m eval.plot RESULTS... --out PNG`).
 
 Each point is a step's mean accuracy over its runs (greedy avg@R, or mean@n when sampling), with
 an error bar of one standard deviation over those runs. Written atomically (temporary file, then
@@ -9,9 +10,13 @@ to ~/.cache/matplotlib and ~/.config/matplotlib.
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import os
+import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 AVERAGES = ("per-benchmark average", "per-question average")
@@ -33,37 +38,17 @@ def _matplotlib_dir() -> None:
 
 
 def plot_steps(rows: list[dict], path: str | os.PathLike, title: str = "") -> Path:
-    """`rows`: one per step, {"step": N, "series": {name: (mean, std) or None}}, in % (from
-    eval.iterate). Every series name gets a panel; missing points are left out."""
-    _matplotlib_dir()
-    import matplotlib
+    """One run: `rows`, one per step, {"step": N, "series": {name: (mean, std) or None}}, in %
+    (from eval.iterate). Every series name gets a panel; missing points are left out."""
+    return plot_runs({"": rows}, path, title)
 
-    matplotlib.use("Agg")
+
+def plot_runs(runs: dict[str, list[dict]], path: str | os.PathLike, title: str = "") -> Path:
+    """Several runs overlaid (label -> rows as for plot_steps), one colour per run: a line through
+    each step's mean, a band of one standard deviation over its repeats. Written atomically."""
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
-    names = [n for n in dict.fromkeys(n for r in rows for n in r["series"]) if n not in AVERAGES]
-    names += [n for n in AVERAGES if any(n in r["series"] for r in rows)]
-    cols = min(4, max(1, len(names)))
-    nrows = math.ceil(len(names) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 3 * nrows), squeeze=False)
-    for ax, name in zip(axes.flat, names, strict=False):
-        pts = [(r["step"], *r["series"][name]) for r in rows if r["series"].get(name) is not None]
-        if pts:
-            steps, means, stds = zip(*pts, strict=True)
-            ax.errorbar(steps, means, yerr=stds, marker="o", markersize=3, capsize=2, linewidth=1)
-        ax.set_title(name, fontsize=10, fontweight="bold" if name in AVERAGES else "normal")
-        ax.set_xlabel("step")
-        ax.set_ylabel("accuracy (%)")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        top = max((m + sd for _, m, sd in pts), default=0.0)
-        ax.set_ylim(0, max(1.0, 1.1 * top))
-        ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(names) :]:
-        ax.set_visible(False)
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    fig = figure(runs, title)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
@@ -76,3 +61,108 @@ def plot_steps(rows: list[dict], path: str | os.PathLike, title: str = "") -> Pa
         plt.close(fig)
         Path(tmp).unlink(missing_ok=True)
     return path
+
+
+def figure(runs: dict[str, list[dict]], title: str = ""):
+    """The matplotlib figure plot_runs saves."""
+    _matplotlib_dir()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    every = [r for rows in runs.values() for r in rows]
+    names = [n for n in dict.fromkeys(n for r in every for n in r["series"]) if n not in AVERAGES]
+    names += [n for n in AVERAGES if any(n in r["series"] for r in every)]
+    steps = sorted({r["step"] for r in every})
+    cols = min(4, max(1, len(names)))
+    nrows = math.ceil(len(names) / cols)
+    fig, axes = plt.subplots(
+        nrows, cols, figsize=(4 * cols, 3 * nrows + (0.4 if len(runs) > 1 else 0)), squeeze=False
+    )
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, name in zip(axes.flat, names, strict=False):
+        top = 0.0
+        for k, (label, rows) in enumerate(runs.items()):
+            pts = sorted((r["step"], *r["series"][name]) for r in rows if r["series"].get(name) is not None)
+            if not pts:
+                continue
+            x, mean, std = zip(*pts, strict=True)
+            colour = colours[k % len(colours)]
+            ax.plot(x, mean, marker="o", markersize=3, linewidth=1.2, color=colour, label=label or None)
+            low = [m - s for m, s in zip(mean, std, strict=True)]
+            high = [m + s for m, s in zip(mean, std, strict=True)]
+            ax.fill_between(x, low, high, color=colour, alpha=0.2, linewidth=0)
+            top = max(top, *high)
+        ax.set_title(name, fontsize=10, fontweight="bold" if name in AVERAGES else "normal")
+        ax.set_xlabel("training step")
+        ax.set_ylabel("accuracy (%)")
+        if len(steps) <= 12:  # every evaluated step, as a whole number
+            ax.set_xticks(steps)
+        else:
+            from matplotlib.ticker import MaxNLocator
+
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylim(0, min(100.0, max(10.0, 1.15 * top)))
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(names) :]:
+        ax.set_visible(False)
+    if len(runs) > 1:
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(runs), 5), fontsize=9, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0.06 if len(runs) > 1 else 0, 1, 1))
+    return fig
+
+
+def load_rows(results: str | os.PathLike) -> list[dict]:
+    """The rows of an eval.iterate results folder (or its steps.json) in plot_runs's form."""
+    path = Path(results)
+    path = path / "steps.json" if path.is_dir() else path
+    try:
+        data = json.loads(path.read_text())
+        return [
+            {"step": int(r["step"]), "series": {k: (v["mean"], v["std"]) for k, v in r["accuracy"].items()}}
+            for r in data["rows"]
+        ]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not eval.iterate's steps.json ({type(e).__name__}: {e})") from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m eval.plot",
+        description="Overlay the accuracy-vs-step curves of several evaluated runs (eval.iterate results "
+        "folders, or their steps.json): one panel per benchmark and per average, one colour per run, "
+        "a band of one standard deviation over the repeats. Re-plots from the results files; "
+        "evaluates nothing.",
+    )
+    p.add_argument(
+        "results", nargs="+", help="eval.iterate results folders (holding steps.json), or steps.json files"
+    )
+    p.add_argument("--labels", help="comma-separated run names (default: each run's folder name)")
+    p.add_argument("--out", required=True, help="the PNG to write")
+    p.add_argument("--title", default="", help="figure title")
+    args = p.parse_args(argv)
+    labels = args.labels.split(",") if args.labels else [_run_name(r) for r in args.results]
+    if len(labels) != len(args.results) or len(set(labels)) != len(labels):
+        p.error(f"--labels: need {len(args.results)} distinct names, got {labels}")
+    try:
+        runs = {label: load_rows(r) for label, r in zip(labels, args.results, strict=True)}
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {plot_runs(runs, args.out, args.title)}")
+    return 0
+
+
+def _run_name(results: str) -> str:
+    """`outputs/proj/run1/eval` -> `run1` (the folder eval.iterate's results sit in)."""
+    path = Path(results).resolve()
+    path = path.parent if path.name == "steps.json" else path
+    return path.parent.name if path.name == "eval" else path.name
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""eval.plot: one run's accuracy-vs-step plot and the CLI that overlays several runs' results."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib.image
+import pytest
+
+from eval import plot
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write_steps(folder: Path, points: dict[int, float]) -> Path:
+    """An eval.iterate results folder with steps.json: `points` step -> mean accuracy (%)."""
+    folder.mkdir(parents=True)
+    rows = [
+        {
+            "step": step,
+            "model": f"hf/global_step_{step}",
+            "accuracy": {
+                name: {"mean": mean, "std": 2.0}
+                for name in ("aime24", "math500", "per-benchmark average", "per-question average")
+            },
+        }
+        for step, mean in points.items()
+    ]
+    (folder / "steps.json").write_text(json.dumps({"checkpoint_root": "x", "rows": rows, "best": {}}))
+    return folder
+
+
+def test_overlay_cli_plots_every_run_and_refuses_bad_input(tmp_path):
+    grpo = write_steps(tmp_path / "grpo" / "eval", {10: 20.0, 20: 30.0})
+    mine = write_steps(tmp_path / "prompt_aug" / "eval", {10: 25.0, 20: 40.0, 30: 45.0})
+    assert plot.load_rows(grpo)[1] == {
+        "step": 20,
+        "series": {
+            "aime24": (30.0, 2.0),
+            "math500": (30.0, 2.0),
+            "per-benchmark average": (30.0, 2.0),
+            "per-question average": (30.0, 2.0),
+        },
+    }
+    assert [plot._run_name(str(p)) for p in (grpo, mine / "steps.json")] == ["grpo", "prompt_aug"]
+    out = tmp_path / "cmp.png"
+    assert plot.main([str(grpo), str(mine / "steps.json"), "--out", str(out), "--title", "t"]) == 0
+    image = matplotlib.image.imread(out)
+    assert image.shape[1] == 4 * 4 * 120  # 4 panels (2 benchmarks, 2 averages) of 4 inches at 120 dpi
+    assert plot.main([str(tmp_path / "nope"), "--out", str(out)]) == 2
+    with pytest.raises(SystemExit) as exit_:
+        plot.main([str(grpo), str(mine), "--labels", "a", "--out", str(out)])
+    assert exit_.value.code == 2
+    help_ = subprocess.run(
+        [sys.executable, "-m", "eval.plot", "--help"], cwd=REPO, capture_output=True, text=True
+    )
+    assert help_.returncode == 0 and "Overlay the accuracy-vs-step curves" in help_.stdout
+
+
+def test_a_single_step_plot_has_whole_step_ticks_and_a_percent_axis():
+    import matplotlib.pyplot as plt
+
+    fig = plot.figure({"": [{"step": 3, "series": {"arith": (0.0, 0.0)}}]}, title="run")
+    ax = fig.axes[0]
+    assert list(ax.get_xticks()) == [3]
+    assert ax.get_ylim() == (0.0, 10.0)  # a 0-100 scale, not 0-1, even when every answer is wrong
+    assert ax.get_ylabel() == "accuracy (%)" and fig._suptitle.get_text() == "run"
+    plt.close(fig)
