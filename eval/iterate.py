@@ -16,7 +16,9 @@ For each selected `global_step_N` (in step order):
      a finished step is not generated again (resume as in eval.run);
   3. rewrite the run's table RESULTS_ROOT/steps.md (and steps.json) with one row per evaluated step,
      and the plot RESULTS_ROOT/accuracy_vs_step.png (every benchmark and both averages against the
-     step, one standard deviation over runs as error bars).
+     step, one standard deviation over runs as a band; `python -m eval.plot` overlays several runs);
+  4. when the run logged to TensorBoard (its tensorboard/ folder; or --tensorboard DIR), add the
+     newly evaluated step's accuracies there as eval/<benchmark> and eval/<average>, at the step.
 At the end it prints the table and the best step by each average (ties: the earliest step).
 
 --watch keeps polling CHECKPOINT_ROOT (every --poll-s seconds) for new checkpoints of a run still
@@ -187,6 +189,23 @@ def write_run_outputs(
     return table
 
 
+def log_to_tensorboard(folder: Path, step: int, summary: dict) -> None:
+    """A step's accuracies (%) as scalars `eval/<benchmark>`, `eval/per-benchmark average` and
+    `eval/per-question average` at the training step, beside the training run's own curves."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    values = {name: b.get("accuracy") for name, b in summary["benchmarks"].items() if b.get("complete")}
+    values["per-benchmark average"] = (summary.get("per_benchmark_average") or {}).get("accuracy")
+    values["per-question average"] = (summary.get("per_question_average") or {}).get("accuracy")
+    writer = SummaryWriter(str(folder))
+    try:
+        for name, acc in values.items():
+            if acc and acc.get("mean") is not None:
+                writer.add_scalar(f"eval/{name}", 100 * acc["mean"], step)
+    finally:
+        writer.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m eval.iterate", description=__doc__.split("\n\n")[0])
     p.add_argument("checkpoint_root", help="a run's checkpoints/ folder (holding global_step_N/)")
@@ -201,10 +220,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="--watch: stop after this long without a new checkpoint (default 7200)",
     )
     p.add_argument("--until-step", type=int, help="--watch: stop once this step is evaluated")
+    p.add_argument(
+        "--tensorboard",
+        default="auto",
+        help="TensorBoard folder that gets each newly evaluated step's accuracies as eval/<benchmark> "
+        "(default auto: the run's tensorboard/ folder when training logged there; none: off)",
+    )
     add_eval_arguments(p)
     args = p.parse_args(argv)
 
     root = Path(args.checkpoint_root).resolve()
+    tensorboard = None if args.tensorboard == "none" else Path(args.tensorboard)
+    if args.tensorboard == "auto":
+        tensorboard = root.parent / "tensorboard" if (root.parent / "tensorboard").is_dir() else None
     hf_root = Path(args.hf_root).resolve() if args.hf_root else default_hf_root(root)
     results_root = Path(args.results_root).resolve() if args.results_root else default_results_root(root)
     try:
@@ -269,6 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 except (EvalError, bm.BenchmarkError, ResultsError) as e:
                     print(f"error: step {step}: {e}", file=sys.stderr)
                     return 2
+                if tensorboard is not None:
+                    log_to_tensorboard(tensorboard, step, summary)
             handled.add(step)
             progress = True
             avg_b, avg_q = summary["per_benchmark_average"], summary["per_question_average"]

@@ -67,3 +67,29 @@ def test_a_single_step_plot_has_whole_step_ticks_and_a_percent_axis():
     assert ax.get_ylim() == (0.0, 10.0)  # a 0-100 scale, not 0-1, even when every answer is wrong
     assert ax.get_ylabel() == "accuracy (%)" and fig._suptitle.get_text() == "run"
     plt.close(fig)
+
+
+def test_eval_results_reach_the_training_runs_tensorboard(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from eval.iterate import log_to_tensorboard
+
+    summary = {
+        "benchmarks": {
+            "math500": {"complete": True, "accuracy": {"mean": 0.42}},
+            "aime24": {"complete": False, "accuracy": None},  # not finished: not logged
+        },
+        "per_benchmark_average": {"accuracy": {"mean": 0.42}},
+        "per_question_average": {"accuracy": {"mean": 0.4}},
+    }
+    log_to_tensorboard(tmp_path, 20, summary)
+    log_to_tensorboard(tmp_path, 40, {**summary, "per_question_average": {"accuracy": {"mean": 0.5}}})
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    assert sorted(events.Tags()["scalars"]) == [
+        "eval/math500",
+        "eval/per-benchmark average",
+        "eval/per-question average",
+    ]
+    points = [(e.step, round(e.value, 4)) for e in events.Scalars("eval/per-question average")]
+    assert points == [(20, 40.0), (40, 50.0)]
