@@ -44,7 +44,7 @@ DecodingMode = Literal["greedy", "sample"]
 @dataclass(frozen=True)
 class Decoding:
     """How responses are decoded. Defaults: the prompt-augmentation paper's greedy evaluation
-    (3,000 new tokens, model length 4,096; METHODS.md section 1)."""
+    (3,000 new tokens, model length 4,096; docs/methods.md#prompt-augmentation)."""
 
     mode: DecodingMode = "greedy"
     temperature: float = 0.6  # sample mode only

@@ -16,8 +16,9 @@ letter answer and are graded by letter (eval/grading.py).
 | olympiadbench | 675 | knoveleng/OlympiadBench (train), math-ai/olympiadbench (test) |
 | gpqa_diamond | 198 | Idavidrein/gpqa config gpqa_diamond (train; gated: accept its terms on the hub and log in), math-ai/gpqa (test) |
 
-(ids from /work/shared/reference/METHODS.md "Where the data lives"; column names from the datasets'
-public cards and code that loads them, not from a download on the machine this was written on.)
+(ids: public hub copies of the benchmarks the papers evaluate on, docs/methods.md and docs/eval.md;
+column names from the datasets' public cards and code that loads them, not from a download on the
+machine this was written on.)
 `DEFAULT_SUITE` is the prompt-augmentation paper's five (1,560 questions).
 
 Columns. The question is the first of `problem`, `question`, `Question` present in a row; the answer
@@ -34,7 +35,7 @@ checkpoint sees the same letters; the problem text becomes the question, the let
 choices (math-ai/gpqa) are taken as they are, with the letter read from the answer (`\\boxed{C}` -> C).
 
 Local folder (`--data-dir DIR`): one JSONL file per benchmark, `DIR/<name>.jsonl`, or one of the
-aliases below (the names of /work/shared/benchmarks/). A name that is not in the table above is a
+aliases below (`aime`, `math`, `olympiad_bench`, `gpqa`). A name that is not in the table above is a
 custom math benchmark (a multiple-choice one if its rows carry `choices` or `Correct Answer`).
 """
 

@@ -5,7 +5,7 @@ Inputs are 0/1 verdicts `correct[benchmark][question_id] = [v_0, ..., v_{R-1}]`,
 in [0, 1]; the tables print percent.
 
 Accuracy of benchmark b in run r: acc(b, r) = mean over b's questions of v_r. Two averages, as the
-prompt-augmentation paper reports them (METHODS.md section 1):
+prompt-augmentation paper reports them (docs/methods.md#prompt-augmentation):
   per-benchmark average   mean over benchmarks of acc(b, r): every benchmark weighs the same
                           (AIME's 30 questions as much as MATH500's 500);
   per-question average    all questions of all benchmarks pooled: every question weighs the same.

@@ -3,10 +3,10 @@
     python -m eval.run --model PATH --out results/NAME                      # the paper's evaluation
     python -m eval.run --model PATH --out DIR --benchmarks aime24,aime25,amc,olympiadbench,minerva,gpqa_diamond \\
         --decoding sample --n 32 --k 1,2,4,8,16,32                          # TA-GRPO's pass@k
-    python -m eval.run --model PATH --out DIR --data-dir /work/shared/benchmarks --backend hf --limit 20
+    python -m eval.run --model PATH --out DIR --data-dir DATA_DIR --backend hf --limit 20  # local JSONL files
 
 Defaults reproduce the prompt-augmentation paper's evaluation (Lu, Huang, Balestriero 2026, arXiv
-2602.03190; METHODS.md section 1): benchmarks AIME24, AMC (83), MATH500, Minerva, OlympiadBench
+2602.03190; docs/methods.md#prompt-augmentation): benchmarks AIME24, AMC (83), MATH500, Minerva, OlympiadBench
 (1,560 questions); the `qwen-math` template; greedy decoding repeated 5 times ("greedy avg@5",
 mean and spread over the 5 runs); at most 3,000 new tokens in a model length of 4,096; the answer
 is the last `\\boxed{}` (grading `boxed`). Prints the table (format in docs/eval.md) and writes:

@@ -1,4 +1,4 @@
-"""Prompt augmentation (Lu, Huang, Balestriero 2026, arXiv 2602.03190; METHODS.md section 1).
+"""Prompt augmentation (Lu, Huang, Balestriero 2026, arXiv 2602.03190; docs/methods.md#prompt-augmentation).
 
   templates.py   the 13 templates and format rules (data in templates.json), rendering, CLI
   sampling.py    which template each rollout gets: a pure function of (seed, epoch, row, rollout)

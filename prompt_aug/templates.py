@@ -1,9 +1,9 @@
 """The 13 reasoning templates of prompt augmentation and how a prompt is rendered under one.
 
-Prompt augmentation (Lu, Huang, Balestriero 2026, arXiv 2602.03190; METHODS.md section 1) shows
-each training prompt under one of 13 templates in 4 families and adds a template-specific format
-score to the accuracy reward. The templates and their format rules are data: `templates.json`
-beside this file (the authors' published texts).
+Prompt augmentation (Lu, Huang, Balestriero 2026, arXiv 2602.03190;
+docs/methods.md#prompt-augmentation) shows each training prompt under one of 13 templates in 4
+families and adds a template-specific format score to the accuracy reward. The templates and their
+format rules are data: `templates.json` beside this file (the authors' published texts).
 
 A template changes three things, whatever the model:
   system            replaces the dataset's system prompt;

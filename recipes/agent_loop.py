@@ -12,7 +12,7 @@ question variant k // G (0: the original, v: `rephrasings[v-1]`), named in
 template) in place of the variant's, and no rollout log-probs. Without prompt augmentation the
 variant's text replaces the original question inside the dataset's own prompt.
 
-Prompt augmentation (METHODS.md section 1), on with `method=[...,prompt_aug]`
+Prompt augmentation (docs/methods.md#prompt-augmentation), on with `method=[...,prompt_aug]`
 (configs/method/prompt_aug.yaml selects this loop with `rollout.agent.default_agent_loop`):
   training rows    template = TemplateSampler.choose(epoch, row, session) (prompt_aug/sampling.py),
                    applied to `extra_info.question` through the model's chat template; the name

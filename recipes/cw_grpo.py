@@ -1,4 +1,4 @@
-"""CW-GRPO (Wang et al. 2026, arXiv 2605.11538; METHODS.md section 4): covariance-aware Gaussian
+"""CW-GRPO (Wang et al. 2026, arXiv 2605.11538; docs/methods.md#cw-grpo): covariance-aware Gaussian
 reweighting of token advantages, as verl policy losses.
 
 Per valid response token (i, t), with M the response mask and N = sum(M):

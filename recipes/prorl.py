@@ -1,4 +1,4 @@
-"""ProRL (NVIDIA 2025, Nemotron-Research-Reasoning-Qwen-1.5B, sec. 3.3.1; METHODS.md section 3):
+"""ProRL (NVIDIA 2025, Nemotron-Research-Reasoning-Qwen-1.5B, sec. 3.3.1; docs/methods.md#prorl):
 a k3 KL penalty to a reference policy that is hard-reset to the current policy, together with the
 optimizer state, on a schedule or when training degrades. verl has no such reset; this module adds
 it at three levels.

@@ -1,4 +1,4 @@
-"""Offline question rephrasing for TA-GRPO (Le et al. 2026, arXiv 2601.22478; METHODS.md section 2).
+"""Offline question rephrasing for TA-GRPO (Le et al. 2026, arXiv 2601.22478; docs/methods.md#ta-grpo).
 
 TA-GRPO trains on each question together with N meaning-preserving rephrasings made by an LLM.
 This tool makes them, once, before training: it asks any OpenAI-compatible chat endpoint for N

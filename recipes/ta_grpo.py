@@ -1,7 +1,7 @@
-"""TA-GRPO (Le et al. 2026, arXiv 2601.22478; METHODS.md section 2): each question q0 with its N
+"""TA-GRPO (Le et al. 2026, arXiv 2601.22478; docs/methods.md#ta-grpo): each question q0 with its N
 rephrasings q1..qN in ONE dataset row, (N+1) x G responses pooled into one advantage group.
 
-How it maps onto verl (VERL_NOTES "Grouping and prompt variants"):
+How it maps onto verl (docs/cpu_platform.md#groups-and-prompt-variants-in-verl):
   rollouts    `rollout.n` = (N+1) x G sessions per row; session k answers variant k // G (variant 0
               is the original question, variant v >= 1 the row's `rephrasings[v-1]`).
   groups      `pooled` (the paper, eq. 3): every session shares the row's uid, so verl's GRPO

@@ -4,7 +4,8 @@ Pure string work, linear in the input (and capped at its last MAX_TEXT_CHARS cha
 (no math-verify, no sympy, nothing evaluated). The equivalence check that can hang lives in
 `rewards._mathverify` and runs only in the grading pool's killable worker processes.
 
-Extraction order (METHODS.md section 1, as the prompt-augmentation authors' reward did):
+Extraction order (docs/methods.md#rewards-and-answer-extraction; the prompt-augmentation authors'
+rule, extended):
   1. cut the response at the first stop string (`</answer>`, `<|im_end|>`, `<|endoftext|>`, `</s>`);
   2. the last well-formed `\\boxed{...}` / `\\fbox{...}` (brace-matched) or `\\boxed 5`;
   3. the text after the last "final answer is" / "the answer is";

@@ -1,4 +1,4 @@
-"""The seam for template format rewards (prompt augmentation, METHODS.md section 1).
+"""The seam for template format rewards (prompt augmentation, docs/methods.md#prompt-augmentation).
 
 A template's format rule is a list of (substring, weight): the response earns `weight` for each
 substring that occurs in it EXACTLY once (the authors' rule). A template registered with no
