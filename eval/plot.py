@@ -46,9 +46,9 @@ def plot_steps(rows: list[dict], path: str | os.PathLike, title: str = "") -> Pa
 def plot_runs(runs: dict[str, list[dict]], path: str | os.PathLike, title: str = "") -> Path:
     """Several runs overlaid (label -> rows as for plot_steps), one colour per run: a line through
     each step's mean, a band of one standard deviation over its repeats. Written atomically."""
+    fig = figure(runs, title)  # first: it points matplotlib's cache away from ~/.cache
     import matplotlib.pyplot as plt
 
-    fig = figure(runs, title)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
