@@ -141,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="smollm2_135m", help="configs/model/ name (default smollm2_135m)")
     p.add_argument("--limit", type=int, help="only the first N held-out questions (quick checks)")
     p.add_argument("--eval-backend", default="vllm", choices=("vllm", "hf"), help="eval backend (vllm)")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="train and evaluate nothing: the table and plot of the methods already finished in OUT",
+    )
     p.add_argument("overrides", nargs="*", help="more recipes.train overrides for every method")
     args = p.parse_args(argv)
     methods = [m for m in args.methods.split(",") if m]
@@ -164,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"task: toy arithmetic, {heldout_n} held-out questions; model {args.model}; {args.steps} steps")
 
     initial_dir = out / "eval_step0"
-    if not (initial_dir / "summary.json").exists():
+    if not (initial_dir / "summary.json").exists() and not args.report_only:
         cmd = [sys.executable, "-m", "eval.run", "--model", model_path, "--out", str(initial_dir)]
         run_logged([*cmd, *eval_args(heldout_dir, response_len, args.eval_backend)], out / "eval_step0.log")
     initial = accuracy(initial_dir / "summary.json")
@@ -175,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
         run = out / "runs" / method
         run.mkdir(parents=True, exist_ok=True)
         timing_file = run / "train.done"
+        if args.report_only and not (timing_file.exists() and step_rows(run / "eval")):
+            print(f"{method}: not finished yet; left out", flush=True)
+            continue
         if timing_file.exists():
             train_s = json.loads(timing_file.read_text())["wall_s"]
         else:
@@ -189,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
             env = {**os.environ, "RAY_DEDUP_LOGS": "0"}
             train_s = run_logged(cmd, run / "train.log", env)
             timing_file.write_text(json.dumps({"wall_s": train_s}))
-        if (run / "checkpoints").is_dir():
+        if args.report_only:
+            eval_s = 0.0
+        elif (run / "checkpoints").is_dir():
             cmd = [sys.executable, "-m", "eval.iterate", str(run / "checkpoints")]
             print(f"{method}: evaluating its checkpoints ...", flush=True)
             eval_s = run_logged(
