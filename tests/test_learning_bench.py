@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "bench" / "learning.py"
 
 
-def bench(out: Path, cache: Path) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(SCRIPT), "--methods", "grpo", "--model", "tiny", "--steps", "2"]
+def bench(out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(SCRIPT), "--methods", "grpo", "--model", "tiny", "--steps", "2", *extra]
     cmd += ["--eval-every", "1", "--eval-backend", "hf", "--limit", "40", "--out", str(out)]
     env = {**os.environ, "RECIPES_CACHE": str(cache), "RAY_DEDUP_LOGS": "0"}
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1100)
@@ -65,3 +65,12 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(recipes_cache, tiny_model
     assert {k: v for k, v in rerun.items() if k != "wall_s"} == {k: v for k, v in g.items() if k != "wall_s"}
     eval_log = (out / "runs" / "grpo" / "eval.log").read_text()
     assert eval_log.count("already evaluated") >= 2
+
+    # --report-only: the same numbers, nothing run (no eval.iterate, no training), a method not
+    # yet trained left out
+    eval_log_before = eval_log
+    report = bench(out, recipes_cache, "--report-only", "--methods", "grpo,cw_grpo")
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert "cw_grpo: not finished yet; left out" in report.stdout
+    assert json.loads((out / "summary.json").read_text()) == {"grpo": rerun}
+    assert (out / "runs" / "grpo" / "eval.log").read_text() == eval_log_before
