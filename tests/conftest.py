@@ -149,3 +149,14 @@ def e2e(recipes_cache, tiny_model, tmp_path_factory) -> SimpleNamespace:
         reference_args=REFERENCE,
         entropy_bonus=ENTROPY_BONUS,
     )
+
+
+# Fixtures that build a model, or run fresh interpreters that import verl: every test using one is
+# `slow` (`make test-fast` skips it; `make test` runs everything).
+SLOW_FIXTURES = {"tiny_model", "smollm2_model", "e2e", "tiny", "tiny_dir", "fresh", "quick"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

@@ -42,6 +42,7 @@ def test_grader_bench_reports_a_contender_killed_at_the_cap():
 PA_BENCH = BENCH.parent / "prompt_aug_bench.py"
 
 
+@pytest.mark.slow
 def test_prompt_aug_bench_prints_its_table():
     out = subprocess.run(
         [sys.executable, str(PA_BENCH), "--prompts", "50"], capture_output=True, text=True, timeout=300

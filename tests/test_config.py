@@ -317,6 +317,7 @@ def _run_cli(cache: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # a fresh interpreter (or several) importing verl
 def test_cli_rejects_a_bad_config_before_ray_starts(tmp_path):
     t0 = time.monotonic()
     out = _run_cli(tmp_path, "experiment=demo_cpu", "data.train_batch_size=6")
@@ -326,6 +327,7 @@ def test_cli_rejects_a_bad_config_before_ray_starts(tmp_path):
     assert time.monotonic() - t0 < 60
 
 
+@pytest.mark.slow  # a fresh interpreter (or several) importing verl
 def test_cfg_job_prints_the_resolved_config_without_running(tmp_path):
     out = _run_cli(tmp_path, "experiment=demo_cpu", "model=smollm2_135m", "--cfg", "job")
     assert out.returncode == 0, out.stderr[-2000:]
@@ -449,6 +451,7 @@ def test_a_wrong_verl_or_a_missing_registration_is_one_sentence(monkeypatch):
         check_verl_seam()
 
 
+@pytest.mark.slow  # a fresh interpreter (or several) importing verl
 def test_hydras_own_errors_are_one_line_and_exit_2(tmp_path):
     for args, message in [
         (["model=nope"], "config error: In 'ppo_trainer': Could not find 'model/nope' Available options"),

@@ -357,6 +357,7 @@ def test_orphaned_shm_files_are_removed_and_held_ones_kept():
 FIRST_IMPORTS = ("recipes.cpu_platform", "recipes.trainer", "rewards.verl_manager", "recipes.plugins")
 
 
+@pytest.mark.slow  # a fresh interpreter (or several) importing verl
 def test_every_name_is_registered_whichever_module_a_process_imports_first():
     """Ray workers unpickle our classes, so a worker may import one of our modules before verl;
     verl then loads the plugin while that module is half-imported (a bug found this way). One

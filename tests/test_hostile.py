@@ -119,6 +119,7 @@ def test_hanging_ground_truth_scores_zero_with_reason(grader, gold, status):
     assert result["status"] == status and result["score"] == 0.0
 
 
+@pytest.mark.slow  # seconds of hung tasks, or fresh processes
 def test_pool_survives_a_batch_with_eight_hanging_responses(grader):
     hanging = ["\\boxed{9^{9^{9^9}}}"] * 8
     honest = [f"\\boxed{{{k}}}" for k in range(8)]
@@ -190,6 +191,7 @@ def test_worker_killed_mid_batch_loses_no_honest_sample(grader):
     assert grader.grade("\\boxed{\\sqrt{9}}", "1+2")["acc"] == 1.0
 
 
+@pytest.mark.slow  # seconds of hung tasks, or fresh processes
 def test_compute_score_from_threads_like_verl():
     """verl calls the reward function through run_in_executor: many threads at once."""
     cases = [
@@ -207,6 +209,7 @@ def test_compute_score_from_threads_like_verl():
     assert threading.current_thread() is threading.main_thread()
 
 
+@pytest.mark.slow  # seconds of hung tasks, or fresh processes
 def test_compute_score_from_a_process_pool():
     """Each child process of a user's pool gets its own grader (and its own worker pool)."""
     responses = ["\\boxed{0.5}", "\\boxed{7}", "\\boxed{10^{10^{10}}}"]
@@ -253,6 +256,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow  # seconds of hung tasks, or fresh processes
 def test_no_grading_process_outlives_a_sigkilled_parent(tmp_path):
     """Ray, the OOM killer and Slurm end processes with SIGKILL: the forkserver and the workers
     (here both inside a hanging verification) must go too, not burn a core each for minutes."""

@@ -342,6 +342,7 @@ def _cli(*args):
     )
 
 
+@pytest.mark.slow  # a fresh interpreter (or several) importing verl
 def test_cli_list_and_show():
     listed = _cli("list")
     assert listed.returncode == 0
@@ -354,6 +355,7 @@ def test_cli_list_and_show():
         assert shown.stdout == ref["rendered_chatml"].replace("{QUESTION}", QUESTION)  # byte for byte
 
 
+@pytest.mark.slow  # a fresh interpreter (or several) importing verl
 def test_cli_errors(tmp_path, chatml_tokenizer):
     unknown = _cli("show", "qwen", "--question", "1+1", "--chatml")
     assert unknown.returncode == 2 and "unknown template 'qwen'" in unknown.stderr

@@ -611,6 +611,7 @@ def test_ctrl_c_keeps_finished_questions(server, infile, tmp_path):
     assert [r["question"] for r in cache_lines(cache)] == [QUESTIONS[0]] and not out.exists()
 
 
+@pytest.mark.slow  # a fresh interpreter (or several) importing verl
 def test_a_dead_or_hanging_endpoint_fails_fast_with_default_settings(infile, tmp_path, capsys):
     import socket
 

@@ -13,6 +13,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 
+@pytest.mark.slow  # a fresh interpreter (or several) importing verl
 def test_entry_point_registers_manager_in_a_fresh_interpreter():
     """verl swallows plugin import errors at DEBUG level: check the name really is registered."""
     code = (
