@@ -58,17 +58,11 @@ from eval.convert import (
     latest_step,
     select_steps,
 )
-from eval.plot import AVERAGES, plot_steps
+from eval.plot import AVERAGES, plot_steps, run_name
 from eval.results import ResultsError, atomic_write_json, atomic_write_text, ensure_writable, pct
 from eval.run import EvalError, add_eval_arguments, eval_kwargs, evaluate, summary_settings
 
 PLOT = "accuracy_vs_step.png"
-
-
-def run_name(checkpoint_root: Path) -> str:
-    """`outputs/<project>/<run>/checkpoints` -> `<run>`; another folder: its own name."""
-    root = Path(checkpoint_root)
-    return root.parent.name if root.name == "checkpoints" else root.name
 
 
 def default_results_root(checkpoint_root: str | Path) -> Path:

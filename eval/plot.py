@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="the PNG to write")
     p.add_argument("--title", default="", help="figure title")
     args = p.parse_args(argv)
-    labels = args.labels.split(",") if args.labels else [_run_name(r) for r in args.results]
+    labels = args.labels.split(",") if args.labels else [run_name(r) for r in args.results]
     if len(labels) != len(args.results) or len(set(labels)) != len(labels):
         p.error(f"--labels: need {len(args.results)} distinct names, got {labels}")
     try:
@@ -157,11 +157,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _run_name(results: str) -> str:
-    """`outputs/proj/run1/eval` -> `run1` (the folder eval.iterate's results sit in)."""
-    path = Path(results).resolve()
+def run_name(path: str | os.PathLike) -> str:
+    """A run's name from one of its folders: `outputs/<project>/<run>/checkpoints`, `.../eval` or
+    `.../eval/steps.json` -> `<run>`; any other folder: its own name."""
+    path = Path(path).resolve()
     path = path.parent if path.name == "steps.json" else path
-    return path.parent.name if path.name == "eval" else path.name
+    return path.parent.name if path.name in ("eval", "checkpoints") else path.name
 
 
 if __name__ == "__main__":

@@ -151,14 +151,14 @@ class SampleStore:
                 raise ResultsError(f"{self.path}: line {i + 1} is not JSON; the file is damaged") from None
             missing = [f for f in SAMPLE_FIELDS if f not in rec] if isinstance(rec, dict) else SAMPLE_FIELDS
             try:
-                if missing:
-                    raise ValueError
-                key = (rec["benchmark"], str(rec["question_id"]), int(rec["repeat"]))
+                key = None if missing else (rec["benchmark"], str(rec["question_id"]), int(rec["repeat"]))
             except (ValueError, TypeError):
+                missing = ["repeat"]
+            if missing:
                 raise ResultsError(
-                    f"{self.path}: line {i + 1} is not a sample (missing or bad: "
-                    f"{', '.join(missing) or 'repeat'}); the file is damaged"
-                ) from None
+                    f"{self.path}: line {i + 1} is not a sample (missing or bad: {', '.join(missing)}); "
+                    "the file is damaged"
+                )
             self.records.setdefault(key, rec)
             good_end += len(raw) + 1
 

@@ -685,7 +685,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--api-key-env",
         default="OPENAI_API_KEY",
         metavar="VAR",
-        help="environment variable holding the API key (default %(default)s; unset: no key)",
+        help="environment variable holding the API key (default %(default)s; unset: the placeholder EMPTY)",
     )
     p.add_argument(
         "--concurrency", type=_positive(int, 1), default=16, metavar="K", help="requests in flight (16)"

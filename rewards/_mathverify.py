@@ -13,8 +13,12 @@ sympy's `parse_expr`, which calls `eval`. Model output is never evaluated as cod
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import os
 import pickle
+import signal
+import sys
 
 from math_verify import parse, verify
 from math_verify.parser import LatexExtractionConfig
@@ -57,3 +61,14 @@ def verify_answer(gold_blob: bytes, answer: str) -> bool:
     if not pred:
         return False
     return any(verify(gold, pred, timeout_seconds=None) for gold in golds)
+
+
+def worker_init() -> None:
+    """The pool's initializer, in each worker: SIGKILL when the parent (the forkserver) exits, so
+    that no worker outlives the grading process (rewards._orphan_guard). Linux only."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent or parent == 1:  # the parent died before the request took effect
+        os._exit(0)

@@ -1,8 +1,9 @@
 """Answer extraction from a model response, and ground-truth normalization.
 
-Pure string work, linear in the input (and capped at its last MAX_TEXT_CHARS characters), safe on hostile text: it runs in the caller's process
-(no math-verify, no sympy, nothing evaluated). The equivalence check that can hang lives in
-`rewards._mathverify` and runs only in the grading pool's killable worker processes.
+Pure string work, linear in the input (and capped at its last MAX_TEXT_CHARS characters), safe on
+hostile text: it runs in the caller's process (no math-verify, no sympy, nothing evaluated). The
+equivalence check that can hang lives in `rewards._mathverify` and runs only in the grading pool's
+killable worker processes.
 
 Extraction order (docs/methods.md#rewards-and-answer-extraction; the prompt-augmentation authors'
 rule, extended):
@@ -28,8 +29,8 @@ MODES: tuple[str, ...] = ("lenient", "boxed")
 
 STOP_STRINGS: tuple[str, ...] = ("</answer>", "<|im_end|>", "<|endoftext|>", "</s>")
 
-# A boxed answer longer than this is treated as unterminated. Real answers (matrices included)
-# are far shorter; the bound keeps extraction linear on 2,000 broken `\boxed{` in a 1 MB text.
+# A boxed answer longer than this is treated as unterminated: real answers (matrices included)
+# are far shorter.
 MAX_BOXED_CHARS = 4096
 # Extraction looks at the last MAX_TEXT_CHARS characters of a response (after the stop string):
 # the answer is at the end, and far more text than any preset's response length is a model

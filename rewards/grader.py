@@ -54,7 +54,7 @@ from typing import Any
 
 import pebble
 
-from rewards import _mathverify, _orphan_guard
+from rewards import _mathverify
 from rewards.extract import Mode, clean_answer, extract_answer, normalize_ground_truth, numeric_value, to_text
 from rewards.format import format_score_for
 
@@ -138,7 +138,7 @@ class Grader:
                 ctx = multiprocessing.get_context("forkserver")
                 ctx.set_forkserver_preload(["rewards._mathverify", "rewards._orphan_guard"])
                 self._pool = pebble.ProcessPool(
-                    max_workers=self.num_workers, context=ctx, initializer=_orphan_guard.worker_init
+                    max_workers=self.num_workers, context=ctx, initializer=_mathverify.worker_init
                 )
                 self._pool_pid = os.getpid()
                 # Stop the pool when the grader is collected or the process exits. Not

@@ -43,7 +43,7 @@ def test_overlay_cli_plots_every_run_and_refuses_bad_input(tmp_path):
             "per-question average": (30.0, 2.0),
         },
     }
-    assert [plot._run_name(str(p)) for p in (grpo, mine / "steps.json")] == ["grpo", "prompt_aug"]
+    assert [plot.run_name(str(p)) for p in (grpo, mine / "steps.json")] == ["grpo", "prompt_aug"]
     out = tmp_path / "cmp.png"
     assert plot.main([str(grpo), str(mine / "steps.json"), "--out", str(out), "--title", "t"]) == 0
     width = struct.unpack(">I", out.read_bytes()[16:20])[0]  # the PNG header's width
