@@ -11,17 +11,13 @@ which rollouts are generated. `epoch` is the dataloader pass the row was drawn i
 recipes/trainer.py and stored in checkpoints), `row` the row's `extra_info.index`, `rollout` the
 session 0..n-1 within its group.
 
-Settings (`recipes.prompt_aug` in the Hydra config; configs/method/prompt_aug.yaml):
-  sampling      per_prompt (default, the authors' choice) | per_rollout (each rollout its own)
-  templates     "all", or a list of template and family names
-  weights       null (uniform) or {template: weight}; unlisted selected templates weigh 1.0
-  seed          the draw's seed (default: data.seed)
-  val_template  the template validation prompts use (the paper evaluated with qwen-math)
+The settings that build a sampler (`recipes.prompt_aug` in the Hydra config) are described in
+recipes/prompt_augmentation.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +25,6 @@ import numpy as np
 from prompt_aug.templates import TemplateError, get, select
 
 SAMPLING_MODES = ("per_prompt", "per_rollout")
-SETTINGS = ("sampling", "templates", "weights", "seed", "val_template")
 
 
 @dataclass(frozen=True)
@@ -50,34 +45,37 @@ class TemplateSampler:
         return self.names[min(idx, len(self.names) - 1)]  # guard the u ~ 1.0 rounding edge
 
 
-def make_sampler(settings: Mapping) -> TemplateSampler:
-    """A sampler from the `recipes.prompt_aug` settings; a bad setting raises TemplateError."""
-    unknown = sorted(set(settings) - set(SETTINGS))
-    if unknown:
-        raise TemplateError(f"recipes.prompt_aug: unknown settings {unknown}; known: {list(SETTINGS)}")
-    sampling = settings.get("sampling", "per_prompt")
+def make_sampler(
+    sampling: str = "per_prompt",
+    templates: str | Sequence[str] = "all",
+    weights: Mapping[str, float] | None = None,
+    seed: int = 0,
+    val_template: str = "qwen-math",
+) -> TemplateSampler:
+    """A sampler over the selected templates; a name that is not a template, or weights that
+    cannot be drawn from, raise TemplateError."""
     if sampling not in SAMPLING_MODES:
-        raise TemplateError(f"recipes.prompt_aug.sampling={sampling!r}: expected one of {SAMPLING_MODES}")
-    spec = settings.get("templates", "all")
-    names = select(spec if isinstance(spec, str) else list(spec))
-    weights = dict(settings.get("weights") or {})
+        raise TemplateError(f"sampling={sampling!r}: expected one of {SAMPLING_MODES}")
+    try:
+        names = select(templates if isinstance(templates, str) else list(templates))
+    except TemplateError as exc:
+        raise TemplateError(f"templates: {exc}") from None
+    try:
+        val_template = get(val_template).name
+    except TemplateError as exc:
+        raise TemplateError(f"val_template: {exc}") from None
+    weights = dict(weights or {})
     stray = sorted(set(weights) - set(names))
     if stray:
-        raise TemplateError(
-            f"recipes.prompt_aug.weights names {stray}, which are not among the selected {names}"
-        )
-    w = []
-    for n in names:
-        value = weights.get(n, 1.0)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise TemplateError(f"recipes.prompt_aug.weights.{n}={value!r}: expected a number >= 0")
-        w.append(float(value))
+        raise TemplateError(f"weights names {stray}, which are not among the selected {names}")
+    w = [float(weights.get(n, 1.0)) for n in names]
+    bad = [n for n, x in zip(names, w, strict=True) if not x >= 0]
+    if bad:
+        raise TemplateError(f"weights.{bad[0]}={weights[bad[0]]!r}: expected a number >= 0")
     if sum(w) <= 0:
-        raise TemplateError("recipes.prompt_aug.weights: every selected template has weight 0")
-    seed = settings.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise TemplateError(f"recipes.prompt_aug.seed={seed!r}: expected an int >= 0")
-    val_template = get(settings.get("val_template", "qwen-math")).name
+        raise TemplateError("weights: every selected template has weight 0")
+    if seed < 0:
+        raise TemplateError(f"seed={seed!r}: expected an int >= 0")
     total = sum(w)
     return TemplateSampler(
         names=tuple(names),

@@ -32,21 +32,29 @@ from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import register
 from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 
-from prompt_aug.sampling import TemplateSampler, make_sampler
+from prompt_aug.sampling import TemplateSampler
 from prompt_aug.templates import prompt_ids
-from recipes import ta_grpo
+from recipes import prompt_augmentation, registry, ta_grpo
+from recipes.settings import ConfigError
 
 AGENT_NAME = "recipes_prompt_variants"
 EPOCH_KEY = "recipes_epoch"  # per-row dataloader pass, set by recipes/trainer.py on training batches
 
 
 def sampler_from_config(config) -> TemplateSampler | None:
-    """The template sampler of `recipes.prompt_aug`, or None when prompt augmentation is off (not
-    in `recipes.methods`)."""
-    settings = OmegaConf.select(config, "recipes.prompt_aug")
-    if settings is None or "prompt_aug" not in (OmegaConf.select(config, "recipes.methods") or {}):
-        return None
-    return make_sampler(OmegaConf.to_container(settings, resolve=True))
+    """The template sampler of `recipes.prompt_aug`, or None when prompt augmentation is off."""
+    settings = registry.settings(config, "prompt_aug")
+    return prompt_augmentation.sampler(settings) if settings is not None else None
+
+
+def check_variant_loop(cfg, names: list[str]) -> None:
+    """Methods `names` build prompts in this agent loop, which needs our trainer's epochs."""
+    loop = OmegaConf.select(cfg, "actor_rollout_ref.rollout.agent.default_agent_loop")
+    if loop != AGENT_NAME:
+        raise ConfigError(
+            f"actor_rollout_ref.rollout.agent.default_agent_loop={loop}: method(s) {', '.join(names)} "
+            f"build each rollout's prompt in the agent loop {AGENT_NAME!r}."
+        )
 
 
 def choose_template(sampler: TemplateSampler, row: dict[str, Any]) -> tuple[str, bool]:
@@ -83,7 +91,7 @@ class PromptVariantAgentLoop(SingleTurnAgentLoop):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.sampler = sampler_from_config(self.config)
-        self.ta = ta_grpo.settings_from_config(self.config)
+        self.ta = registry.settings(self.config, "ta_grpo")
         if self.sampler is None and self.ta is None:
             raise ValueError(f"agent loop {AGENT_NAME!r} needs recipes.prompt_aug or recipes.ta_grpo")
         self._original: str | None = None  # the row's question (extra_info.question)

@@ -51,6 +51,8 @@ from typing import Any
 import torch
 from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla, register_policy_loss
 
+from recipes.method import Method
+
 BASE = "cw_grpo"
 SUFFIXES = ("seqlogp", "allpos", "grad")
 PERCENTS = (0.01, 1.0, 20.0, 40.0, 100.0)
@@ -200,3 +202,26 @@ def make_loss(opts: CWOptions):
 
 ALL_OPTIONS = [CWOptions(*flags) for flags in itertools.product((False, True), repeat=3)]
 LOSSES = {opts.name: register_policy_loss(opts.name)(make_loss(opts)) for opts in ALL_OPTIONS}
+
+
+def check(cfg, _settings) -> None:
+    """The actor's loss is one of the CW-GRPO losses above."""
+    from omegaconf import OmegaConf
+
+    from recipes.settings import ConfigError
+
+    mode = OmegaConf.select(cfg, "actor_rollout_ref.actor.policy_loss.loss_mode")
+    try:
+        parse_name(str(mode))
+    except ValueError:
+        raise ConfigError(
+            f"actor_rollout_ref.actor.policy_loss.loss_mode={mode}: method cw_grpo needs a CW-GRPO loss, "
+            "cw_grpo[-seqlogp][-allpos][-grad]."
+        ) from None
+
+
+METHOD = Method(
+    "cw_grpo",
+    "CW-GRPO (Wang et al. 2026, arXiv 2605.11538): covariance-aware Gaussian reweighting of token advantages",
+    check=check,
+)

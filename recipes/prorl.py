@@ -41,48 +41,74 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
 import torch
-from omegaconf import OmegaConf
 from verl.single_controller.base.decorator import Dispatch, register
 from verl.workers.engine_workers import ActorRolloutRefWorker
+
+from recipes.method import Method, TrainerHooks
+from recipes.settings import ConfigError, setting
 
 STATE_FILE = "prorl_state.json"
 SNAPSHOT_DIR = "prorl_reference"
 
 
-class ProRLError(ValueError):
-    """A ProRL setting that cannot work, or a reference that cannot be restored."""
+class ProRLError(RuntimeError):
+    """A reference that cannot be reset or restored."""
+
+
+PAPER = "NVIDIA 2025, Nemotron-Research-Reasoning-Qwen-1.5B, sec. 3.3.1"
 
 
 @dataclass(frozen=True)
 class ProRLSettings:
-    reset_every: int = 0
-    reset_optimizer: bool = True
-    kl_threshold: float | None = None
-    kl_patience: int = 1
-    kl_metric: str = "actor/kl_loss"
-    val_metric: str | None = None
-    val_decline: float | None = None
-    val_plateau: int = 0
-    min_gap: int = 0
+    reset_every: int = setting(
+        200,
+        ">= 0",
+        "reset every K steps since the last reset (0 = off); the report resets at hand-picked points "
+        "and names no interval, 200 is ours so that method=[...,prorl] alone resets",
+        PAPER,
+    )
+    reset_optimizer: bool = setting(
+        True,
+        None,
+        "re-initialize the optimizer state at a reset (the learning-rate schedule keeps its position)",
+        PAPER,
+    )
+    kl_threshold: float | None = setting(
+        None,
+        "> 0",
+        "KL spike trigger: the step's KL (kl_metric) above this for kl_patience consecutive steps "
+        "(null = off; the report resets 'after observing KL spikes' and gives no threshold)",
+        PAPER,
+    )
+    kl_patience: int = setting(3, ">= 1", "consecutive steps above kl_threshold that fire a reset")
+    kl_metric: str = setting("actor/kl_loss", None, "the step metric the KL spike trigger watches")
+    val_metric: str | None = setting(
+        None,
+        None,
+        "the validation metric the decline / plateau triggers watch, e.g. val-core/math500/acc/mean@1 "
+        "(trainer.test_freq sets how often it is measured)",
+        PAPER + " ('when validation metrics significantly degrade or when improvements plateau')",
+    )
+    val_decline: float | None = setting(
+        None, ">= 0", "reset when val_metric falls more than this below its best (null = off)", PAPER
+    )
+    val_plateau: int = setting(
+        0, ">= 0", "reset after this many validations without a new best (0 = off)", PAPER
+    )
+    min_gap: int = setting(
+        0, ">= 0", "at least this many steps between two resets (a sooner trigger is dropped)"
+    )
 
     def __post_init__(self):
-        for key in ("reset_every", "val_plateau", "min_gap"):
-            if getattr(self, key) < 0:
-                raise ProRLError(f"recipes.prorl.{key}={getattr(self, key)} must be >= 0 (0 = off).")
-        if self.kl_patience < 1:
-            raise ProRLError(f"recipes.prorl.kl_patience={self.kl_patience} must be >= 1.")
-        if self.kl_threshold is not None and not self.kl_threshold > 0:
-            raise ProRLError(f"recipes.prorl.kl_threshold={self.kl_threshold} must be > 0 (or null = off).")
-        if self.val_decline is not None and not self.val_decline >= 0:
-            raise ProRLError(f"recipes.prorl.val_decline={self.val_decline} must be >= 0 (or null = off).")
         if (self.val_decline is not None or self.val_plateau) and not self.val_metric:
-            raise ProRLError(
-                "recipes.prorl.val_decline / val_plateau watch a validation metric: set recipes.prorl.val_metric "
+            raise ValueError(
+                "val_decline / val_plateau watch a validation metric: set recipes.prorl.val_metric "
                 "(e.g. val-core/<data source>/acc/mean@1)."
             )
 
@@ -91,18 +117,35 @@ class ProRLSettings:
         return self.val_decline is not None or self.val_plateau > 0
 
 
-def settings_from_config(config) -> ProRLSettings | None:
-    """The run's settings, or None when method prorl is off."""
-    methods = OmegaConf.select(config, "recipes.methods") or {}
-    if "prorl" not in methods:
-        return None
-    raw = OmegaConf.to_container(OmegaConf.select(config, "recipes.prorl") or {}, resolve=True)
-    unknown = sorted(set(raw) - set(ProRLSettings.__dataclass_fields__))
-    if unknown:
-        raise ProRLError(
-            f"recipes.prorl: unknown setting(s) {unknown}; known: {sorted(ProRLSettings.__dataclass_fields__)}."
+def check(cfg, settings: ProRLSettings) -> None:
+    """The reset copies the actor into the reference held by the same FSDP workers."""
+    from omegaconf import OmegaConf
+
+    def get(key):
+        return OmegaConf.select(cfg, key)
+
+    why = "ProRL resets the reference of the KL loss, held by the actor's workers"
+    if not get("actor_rollout_ref.actor.use_kl_loss"):
+        raise ConfigError(
+            f"actor_rollout_ref.actor.use_kl_loss must be true: {why} (list prorl after the baseline: "
+            "method=[dapo,prorl])."
         )
-    return ProRLSettings(**raw)
+    lora = get("actor_rollout_ref.model.lora.rank") or get("actor_rollout_ref.model.lora_rank") or 0
+    if int(lora) > 0 or get("actor_rollout_ref.model.lora_adapter_path"):
+        raise ConfigError(f"actor_rollout_ref.model.lora: {why}; with LoRA the reference is the base model.")
+    for role in ("actor", "ref"):
+        strategy = get(f"actor_rollout_ref.{role}.strategy")
+        if strategy not in ("fsdp", "fsdp2"):
+            raise ConfigError(
+                f"actor_rollout_ref.{role}.strategy={strategy}: the ProRL reset supports fsdp and fsdp2."
+            )
+    if not get("actor_rollout_ref.hybrid_engine"):
+        raise ConfigError(f"actor_rollout_ref.hybrid_engine must be true: {why}.")
+    if settings.watches_validation and int(get("trainer.test_freq") or 0) <= 0:
+        raise ConfigError(
+            f"trainer.test_freq={get('trainer.test_freq')}: recipes.prorl.val_decline / val_plateau need "
+            "validations (trainer.test_freq > 0)."
+        )
 
 
 @dataclass
@@ -316,3 +359,107 @@ class ProRLWorker(ActorRolloutRefWorker):
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def prorl_load_reference(self, folder: str) -> None:
         load_shards(self._engines()[1].module, folder, self.rank, self.world_size)
+
+
+# --------------------------------------------------------------------------- trainer side
+class ProRLHooks(TrainerHooks):
+    """The trainer side (module doc, 3.): swaps the actor workers for ProRLWorkers, asks the
+    controller after each step and validation, resets through the workers, and keeps the
+    controller state and the reference snapshot with each checkpoint."""
+
+    def __init__(self, settings: ProRLSettings):
+        self.s = settings
+        self.ctl = ResetController(settings)
+        self.training = False  # validations before training do not feed the triggers
+        self.early: str | None = None  # a validation trigger applied at the start of this step
+
+    def setup_workers(self, trainer) -> None:
+        from verl.trainer.ppo.utils import Role
+
+        if Role.ActorRolloutRef not in trainer.role_worker_mapping:
+            raise ProRLError(
+                f"ProRL resets a reference held by the actor's workers; this run's roles are "
+                f"{sorted(map(str, trainer.role_worker_mapping))} (KL loss off, LoRA, or a separate reference)"
+            )
+        import ray
+
+        trainer.role_worker_mapping[Role.ActorRolloutRef] = ray.remote(ProRLWorker)
+
+    def on_train_begin(self, trainer) -> None:
+        self.training = True
+
+    def before_step(self, trainer, timing_raw: dict) -> None:
+        # a validation trigger of the previous step: reset to that step's weights before rollout
+        self.early = self.ctl.take_pending(trainer.global_steps)
+        if self.early:
+            self._reset(trainer, trainer.global_steps - 1, self.early, timing_raw)
+
+    def after_step(self, trainer, metrics: dict, timing_raw: dict) -> None:
+        trigger = self.ctl.after_step(trainer.global_steps, metrics)
+        if trigger:
+            self._reset(trainer, trainer.global_steps, trigger, timing_raw)
+        metrics.update(self.ctl.metrics(trainer.global_steps, trigger or self.early))
+
+    def _reset(self, trainer, step: int, trigger: str, timing_raw: dict) -> None:
+        from verl.utils.debug import marked_timer
+
+        with marked_timer("prorl_reset", timing_raw, color="purple"):
+            trainer.actor_rollout_wg.prorl_reset_reference(reset_optimizer=self.s.reset_optimizer)
+        kl = self.ctl.last_kl
+        self.ctl.record_reset(step, trigger)
+        print(
+            f"[prorl] reset {self.ctl.state.resets} after step {step}: trigger {trigger}, KL {kl}, "
+            f"optimizer {'re-initialized' if self.s.reset_optimizer else 'kept'}, "
+            f"{timing_raw['prorl_reset']:.2f} s",
+            flush=True,
+        )
+
+    def after_validation(self, trainer, val_metrics: dict) -> None:
+        if not (self.training and self.s.watches_validation):
+            return
+        self.ctl.after_validation(trainer.global_steps, val_metrics)
+        folder = os.path.join(trainer.config.trainer.default_local_dir, f"global_step_{trainer.global_steps}")
+        if os.path.isdir(folder):  # this step's checkpoint: record the decision for a resume
+            self.ctl.save(folder)
+
+    def save(self, trainer, folder: str) -> None:
+        from verl.utils.debug import marked_timer
+
+        self.ctl.save(folder)
+        if self.ctl.state.resets:
+            with marked_timer("prorl_snapshot", trainer.timing_raw, color="purple"):
+                trainer.actor_rollout_wg.prorl_save_reference(folder=os.path.join(folder, SNAPSHOT_DIR))
+        # verl rotates only the actor/ folder of old checkpoints (max_actor_ckpt_to_keep)
+        root, current = os.path.split(folder)
+        for name in os.listdir(root):
+            old = os.path.join(root, name, SNAPSHOT_DIR)
+            rotated = not os.path.isdir(os.path.join(root, name, "actor"))
+            if name.startswith("global_step_") and name != current and rotated and os.path.isdir(old):
+                shutil.rmtree(old, ignore_errors=True)
+
+    def load(self, trainer, folder: str) -> None:
+        if not self.ctl.load(folder):
+            self.ctl.state.last_reset_step = trainer.global_steps
+            print(
+                f"[prorl] {folder} has no ProRL state: the reference is the initial model, the interval "
+                f"counts from step {trainer.global_steps}"
+            )
+            return
+        if self.ctl.state.resets:
+            snapshot = os.path.join(folder, SNAPSHOT_DIR)
+            if not os.path.isdir(snapshot):
+                raise ProRLError(
+                    f"{snapshot} is missing: this checkpoint was taken after {self.ctl.state.resets} "
+                    "reference reset(s), and without the snapshot the reference cannot be restored"
+                )
+            trainer.actor_rollout_wg.prorl_load_reference(folder=snapshot)
+            print(f"[prorl] reference restored from {snapshot} (reset {self.ctl.state.resets})")
+
+
+METHOD = Method(
+    "prorl",
+    f"ProRL ({PAPER}): KL to a reference that is reset, with the optimizer, on a schedule or when training degrades",
+    settings=ProRLSettings,
+    check=check,
+    hooks=lambda cfg, settings: ProRLHooks(settings),
+)

@@ -15,10 +15,7 @@ How it maps onto verl (docs/cpu_platform.md#groups-and-prompt-variants-in-verl):
 With prompt augmentation on, a rollout's template applies to whichever question it shows; anchoring
 swaps only the question text.
 
-Settings (`recipes.ta_grpo`; configs/method/ta_grpo.yaml):
-  n_rephrasings  N, the rephrasings used per question (each training row needs at least N)
-  anchor         original | own
-  groups         pooled | per_variant
+Settings (`recipes.ta_grpo`): `TASettings` below; `python -m recipes.settings` lists them.
 """
 
 from __future__ import annotations
@@ -26,25 +23,42 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
-from omegaconf import OmegaConf
 
-ANCHORS = ("original", "own")
-GROUPINGS = ("pooled", "per_variant")
-SETTINGS = ("n_rephrasings", "anchor", "groups")
+from recipes.method import Method, Samples, TrainerHooks
+from recipes.settings import ConfigError, setting
+
+PAPER = "Le et al. 2026, arXiv 2601.22478"
 
 
 class TAGRPOError(ValueError):
-    """A TA-GRPO setting or data row that cannot work."""
+    """A TA-GRPO data row that cannot work."""
 
 
 @dataclass(frozen=True)
 class TASettings:
-    n_rephrasings: int
-    anchor: str = "original"
-    groups: str = "pooled"
+    n_rephrasings: int = setting(
+        3,
+        ">= 1",
+        "N, the rephrasings used per question (each training row needs at least N)",
+        PAPER + ", sec. 4",
+    )
+    anchor: Literal["original", "own"] = setting(
+        "original",
+        None,
+        "original: every response is trained with q0's prompt, so importance ratios are computed "
+        "under the original question; own: with the prompt it was generated from (the authors' code)",
+        PAPER + ", eq. 4",
+    )
+    groups: Literal["pooled", "per_variant"] = setting(
+        "pooled",
+        None,
+        "pooled: one advantage group of (N+1) x G responses per question; per_variant: each "
+        "variant's G on its own (TA-GRPO*, used with anchor=own)",
+        PAPER + ", eq. 3 and appendix C",
+    )
 
     @property
     def n_variants(self) -> int:
@@ -53,7 +67,7 @@ class TASettings:
     def group_size(self, n_rollouts: int) -> int:
         """G: responses per variant, from rollout.n = (N+1) x G."""
         if n_rollouts % self.n_variants:
-            raise TAGRPOError(
+            raise ConfigError(
                 f"actor_rollout_ref.rollout.n={n_rollouts} must be (N+1) x G with N = "
                 f"recipes.ta_grpo.n_rephrasings={self.n_rephrasings}: a multiple of {self.n_variants}"
             )
@@ -64,28 +78,44 @@ class TASettings:
         return session // self.group_size(n_rollouts)
 
 
-def make_settings(settings: Mapping) -> TASettings:
-    unknown = sorted(set(settings) - set(SETTINGS))
-    if unknown:
-        raise TAGRPOError(f"recipes.ta_grpo: unknown settings {unknown}; known: {list(SETTINGS)}")
-    n = settings.get("n_rephrasings")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise TAGRPOError(f"recipes.ta_grpo.n_rephrasings={n!r}: expected an int >= 1")
-    anchor = settings.get("anchor", "original")
-    if anchor not in ANCHORS:
-        raise TAGRPOError(f"recipes.ta_grpo.anchor={anchor!r}: expected one of {ANCHORS}")
-    groups = settings.get("groups", "pooled")
-    if groups not in GROUPINGS:
-        raise TAGRPOError(f"recipes.ta_grpo.groups={groups!r}: expected one of {GROUPINGS}")
-    return TASettings(n, anchor, groups)
+def check(cfg, ta: TASettings) -> None:
+    from omegaconf import OmegaConf
+
+    def get(key):
+        return OmegaConf.select(cfg, key)
+
+    group = ta.group_size(int(get("actor_rollout_ref.rollout.n")))
+    if ta.groups == "per_variant" and group < 2:
+        raise ConfigError(
+            f"recipes.ta_grpo.groups=per_variant normalizes each variant's G={group} responses on their "
+            "own: rollout.n must give G >= 2."
+        )
+    if ta.anchor == "original":
+        why = "with recipes.ta_grpo.anchor=original the trainer's log-probs are under q0 and the rollout's under q_v"
+        if get("actor_rollout_ref.rollout.calculate_log_probs"):
+            raise ConfigError(f"actor_rollout_ref.rollout.calculate_log_probs must be false: {why}.")
+        rc = get("algorithm.rollout_correction") or {}
+        for key in ("rollout_is", "rollout_rs"):
+            if rc.get(key) is not None:
+                raise ConfigError(f"algorithm.rollout_correction.{key} must be null: {why}.")
+        if rc.get("bypass_mode"):
+            raise ConfigError(f"algorithm.rollout_correction.bypass_mode must be false: {why}.")
 
 
-def settings_from_config(config) -> TASettings | None:
-    """The `recipes.ta_grpo` settings, or None when TA-GRPO is off (not in `recipes.methods`)."""
-    settings = OmegaConf.select(config, "recipes.ta_grpo")
-    if settings is None or "ta_grpo" not in (OmegaConf.select(config, "recipes.methods") or {}):
-        return None
-    return make_settings(OmegaConf.to_container(settings, resolve=True))
+def check_data(cfg, ta: TASettings, train_files: list[str]) -> None:
+    """Every training row has at least N rephrasings."""
+    import pyarrow.parquet as pq
+
+    n = ta.n_rephrasings
+    for f in train_files:
+        counts = pq.read_table(f, columns=["rephrasings"]).column("rephrasings").to_pylist()
+        short = [i for i, r in enumerate(counts) if len(r or []) < n]
+        if short:
+            raise ConfigError(
+                f"data.train_files: {f}: row {short[0]} (and {len(short) - 1} more) has fewer than "
+                f"recipes.ta_grpo.n_rephrasings={n} rephrasings; make them with "
+                "`python -m recipes.rephrase` (docs/rephrase.md)."
+            )
 
 
 def variant_question(row: Mapping[str, Any], variant: int, question: str) -> str:
@@ -156,3 +186,53 @@ def diagnostics(
         if acc:
             out[f"ta_grpo/variant_{v}/acc"] = float(np.mean(acc))
     return out
+
+
+# ------------------------------------------------------------------------------- trainer hooks
+class TAHooks(TrainerHooks):
+    """The paper's diagnostics every step; for `groups: per_variant` (TA-GRPO*) each response's
+    uid becomes (question, variant) before the advantage, so each variant's G responses are
+    normalized on their own."""
+
+    advantage_fields = ("uid",)
+
+    def __init__(self, ta: TASettings):
+        self.ta = ta
+
+    def before_advantage(self, trainer, batch, samples: Samples, metrics: dict) -> None:
+        uids = [str(getattr(u, "data", u)) for u in samples.fields["uid"]]
+        variants = [int(e.get("variant", 0)) for e in samples.extra]
+        metrics.update(
+            diagnostics(
+                [uids[i] for i in samples.keep],
+                [variants[i] for i in samples.keep],
+                [float(i.get("score", 0.0)) for i in samples.infos],
+                [float(i.get("acc", 0.0)) for i in samples.infos],
+                self.ta.n_variants,
+            )
+        )
+        if self.ta.groups == "per_variant":
+            trainer.put_fields(batch, [{"uid": f"{u}:v{v}"} for u, v in zip(uids, variants, strict=True)])
+
+    def dump_columns(self, trainer, extra: list[dict]) -> dict[str, list]:
+        return {
+            "variant": [e.get("variant") for e in extra],
+            # anchored: the prompt the response was generated from (the dump's `input` is q0's)
+            "generation_input": [
+                trainer.tokenizer.decode(e["generation_prompt_ids"], skip_special_tokens=True)
+                if "generation_prompt_ids" in e
+                else None
+                for e in extra
+            ],
+        }
+
+
+METHOD = Method(
+    "ta_grpo",
+    f"TA-GRPO ({PAPER}): a question and its rephrasings pooled into one advantage group",
+    settings=TASettings,
+    check=check,
+    check_data=check_data,
+    hooks=lambda cfg, ta: TAHooks(ta),
+    prompt_variants=True,
+)

@@ -30,29 +30,15 @@ import os
 import sys
 import threading
 import time
-import warnings
 from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-# verl's engine registry warns on import about every optional training engine it cannot load
-# (torchtitan, veomni, megatron, ...); the recipes use none of them.
-warnings.filterwarnings("ignore", message=r"\w+ engine is not available", category=UserWarning)
+from recipes import registry
+from recipes.settings import ConfigError
 
-BASELINES = ("grpo", "dapo", "dr_grpo")
-KNOWN_METHODS = {
-    **{name: "baseline" for name in BASELINES},
-    "prompt_aug": "method",
-    "ta_grpo": "method",
-    "cw_grpo": "method",
-    "prorl": "method",
-}
 LOCAL_MODELS = ("tiny", "smollm2_135m")  # built by recipes.models, no hub access
-
-
-class ConfigError(ValueError):
-    """A config that cannot work, described in one sentence that names the key."""
 
 
 # ------------------------------------------------------------------------------- validation
@@ -134,37 +120,7 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(
                 f"{group}: choose one (`{group}=NAME`, NAME a file in {choices}) or an experiment preset."
             )
-    methods = dict(_get(cfg, "recipes.methods") or {})
-    unknown = sorted(set(methods) - set(KNOWN_METHODS))
-    if unknown:
-        raise ConfigError(f"method: unknown method(s) {unknown}; known: {sorted(KNOWN_METHODS)}.")
-    baselines = [m for m in methods if KNOWN_METHODS[m] == "baseline"]
-    if len(baselines) != 1:
-        raise ConfigError(
-            f"method: choose exactly one baseline of {list(BASELINES)} (got {baselines or 'none'}); "
-            "they set the same advantage and loss keys differently. Methods add to one, e.g. "
-            "method=[dapo,prompt_aug]."
-        )
-    if "prompt_aug" in methods:
-        _check_prompt_aug(cfg)
-    if "ta_grpo" in methods:
-        _check_ta_grpo(cfg)
-    if {"prompt_aug", "ta_grpo"} & set(methods):
-        _check_variant_loop(cfg)
-    if "cw_grpo" in methods:
-        from recipes.cw_grpo import parse_name
-
-        mode = _get(cfg, "actor_rollout_ref.actor.policy_loss.loss_mode")
-        try:
-            parse_name(str(mode))
-        except ValueError:
-            raise ConfigError(
-                f"actor_rollout_ref.actor.policy_loss.loss_mode={mode}: method cw_grpo needs a CW-GRPO loss, "
-                "cw_grpo[-seqlogp][-allpos][-grad]."
-            ) from None
-
-    if "prorl" in methods:
-        _check_prorl(cfg)
+    _check_methods(cfg)
 
     n = int(_get(cfg, "actor_rollout_ref.rollout.n"))
     if n < 2:
@@ -237,95 +193,25 @@ def _head_dim(model_path: str) -> int | None:
     return None
 
 
-def _check_prompt_aug(cfg: DictConfig) -> None:
-    from prompt_aug.templates import TemplateError
-    from recipes.agent_loop import sampler_from_config
+def _check_methods(cfg: DictConfig) -> None:
+    """Each active method's settings and checks (recipes/registry.py), and what their hooks and
+    prompt variants need from the trainer and the agent loop."""
+    methods = registry.active(cfg)
+    for method in methods:
+        settings = registry.settings(cfg, method.name)
+        if method.check is not None:
+            method.check(cfg, settings)
+    variants = [m.name for m in methods if m.prompt_variants]
+    if variants:
+        from recipes.agent_loop import check_variant_loop
 
-    try:
-        sampler_from_config(cfg)
-    except TemplateError as e:
-        raise ConfigError(str(e)) from None
-
-
-def _check_ta_grpo(cfg: DictConfig) -> None:
-    from recipes.ta_grpo import TAGRPOError, settings_from_config
-
-    try:
-        ta = settings_from_config(cfg)
-        group = ta.group_size(int(_get(cfg, "actor_rollout_ref.rollout.n")))
-    except TAGRPOError as e:
-        raise ConfigError(str(e)) from None
-    if ta.groups == "per_variant" and group < 2:
-        raise ConfigError(
-            f"recipes.ta_grpo.groups=per_variant normalizes each variant's G={group} responses on their "
-            "own: rollout.n must give G >= 2."
-        )
-    if ta.anchor == "original":
-        why = "with recipes.ta_grpo.anchor=original the trainer's log-probs are under q0 and the rollout's under q_v"
-        if _get(cfg, "actor_rollout_ref.rollout.calculate_log_probs"):
-            raise ConfigError(f"actor_rollout_ref.rollout.calculate_log_probs must be false: {why}.")
-        rc = _get(cfg, "algorithm.rollout_correction") or {}
-        for key in ("rollout_is", "rollout_rs"):
-            if rc.get(key) is not None:
-                raise ConfigError(f"algorithm.rollout_correction.{key} must be null: {why}.")
-        if rc.get("bypass_mode"):
-            raise ConfigError(f"algorithm.rollout_correction.bypass_mode must be false: {why}.")
-
-
-def _check_prorl(cfg: DictConfig) -> None:
-    """The reset copies the actor into the reference held by the same FSDP workers (recipes/prorl.py)."""
-    from recipes.prorl import ProRLError, settings_from_config
-
-    try:
-        settings = settings_from_config(cfg)
-    except (ProRLError, TypeError) as e:
-        raise ConfigError(str(e)) from None
-    why = "ProRL resets the reference of the KL loss, held by the actor's workers"
-    if not _get(cfg, "actor_rollout_ref.actor.use_kl_loss"):
-        raise ConfigError(
-            f"actor_rollout_ref.actor.use_kl_loss must be true: {why} (list prorl after the baseline: "
-            "method=[dapo,prorl])."
-        )
-    lora = (
-        _get(cfg, "actor_rollout_ref.model.lora.rank") or _get(cfg, "actor_rollout_ref.model.lora_rank") or 0
-    )
-    if int(lora) > 0 or _get(cfg, "actor_rollout_ref.model.lora_adapter_path"):
-        raise ConfigError(f"actor_rollout_ref.model.lora: {why}; with LoRA the reference is the base model.")
-    for role in ("actor", "ref"):
-        strategy = _get(cfg, f"actor_rollout_ref.{role}.strategy")
-        if strategy not in ("fsdp", "fsdp2"):
-            raise ConfigError(
-                f"actor_rollout_ref.{role}.strategy={strategy}: the ProRL reset supports fsdp and fsdp2."
-            )
-    if not _get(cfg, "actor_rollout_ref.hybrid_engine"):
-        raise ConfigError(f"actor_rollout_ref.hybrid_engine must be true: {why}.")
+        check_variant_loop(cfg, variants)
+    needs_trainer = [m.name for m in methods if m.prompt_variants or m.hooks is not None]
     mode = _get(cfg, "trainer.v1.trainer_mode")
-    if mode != "recipes_sync":
+    if needs_trainer and mode != "recipes_sync":
         raise ConfigError(
-            f"trainer.v1.trainer_mode={mode}: ProRL's reset runs in recipes_sync (recipes/trainer.py)."
-        )
-    if settings.watches_validation and int(_get(cfg, "trainer.test_freq") or 0) <= 0:
-        raise ConfigError(
-            f"trainer.test_freq={_get(cfg, 'trainer.test_freq')}: recipes.prorl.val_decline / val_plateau need "
-            "validations (trainer.test_freq > 0)."
-        )
-
-
-def _check_variant_loop(cfg: DictConfig) -> None:
-    """Prompt augmentation and TA-GRPO build prompts in our agent loop, which needs our trainer."""
-    from recipes.agent_loop import AGENT_NAME
-
-    loop = _get(cfg, "actor_rollout_ref.rollout.agent.default_agent_loop")
-    if loop != AGENT_NAME:
-        raise ConfigError(
-            f"actor_rollout_ref.rollout.agent.default_agent_loop={loop}: prompt augmentation and TA-GRPO "
-            f"build each rollout's prompt in the agent loop {AGENT_NAME!r}."
-        )
-    mode = _get(cfg, "trainer.v1.trainer_mode")
-    if mode != "recipes_sync":
-        raise ConfigError(
-            f"trainer.v1.trainer_mode={mode}: prompt augmentation and TA-GRPO need recipes_sync, which "
-            "tells the agent loop each row's epoch (recipes/trainer.py)."
+            f"trainer.v1.trainer_mode={mode}: method(s) {', '.join(needs_trainer)} run in our trainer, "
+            "recipes_sync (recipes/trainer.py)."
         )
 
 
@@ -363,13 +249,13 @@ def _verl_checks(cfg: DictConfig) -> None:
             raise ConfigError(f"{key}: {_one_line(exc)}") from exc
     from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY
 
-    for key, registry in (
+    for key, known in (
         ("algorithm.adv_estimator", ADV_ESTIMATOR_REGISTRY),
         ("actor_rollout_ref.actor.policy_loss.loss_mode", POLICY_LOSS_REGISTRY),
     ):
         name = str(_get(cfg, key))
-        if name not in registry:
-            raise ConfigError(f"{key}={name} is not registered with verl; known: {sorted(registry)}.")
+        if name not in known:
+            raise ConfigError(f"{key}={name} is not registered with verl; known: {sorted(known)}.")
     try:
         validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     except (AssertionError, ValueError, TypeError) as exc:
@@ -440,20 +326,11 @@ def check_data(cfg: DictConfig) -> None:
                 validate_parquet(f)
             except DataError as exc:
                 raise ConfigError(f"{key}: {exc}") from exc
-    n = _get(cfg, "recipes.ta_grpo.n_rephrasings")
-    if n is not None and "ta_grpo" in (_get(cfg, "recipes.methods") or {}):
-        import pyarrow.parquet as pq
-
-        files = _get(cfg, "data.train_files")
-        for f in [files] if isinstance(files, str) else list(files):
-            counts = pq.read_table(f, columns=["rephrasings"]).column("rephrasings").to_pylist()
-            short = [i for i, r in enumerate(counts) if len(r or []) < n]
-            if short:
-                raise ConfigError(
-                    f"data.train_files: {f}: row {short[0]} (and {len(short) - 1} more) has fewer than "
-                    f"recipes.ta_grpo.n_rephrasings={n} rephrasings; make them with "
-                    "`python -m recipes.rephrase` (docs/rephrase.md)."
-                )
+    files = _get(cfg, "data.train_files")
+    files = [files] if isinstance(files, str) else list(files or [])
+    for method in registry.active(cfg):
+        if method.check_data is not None:
+            method.check_data(cfg, registry.settings(cfg, method.name), files)
 
 
 # ------------------------------------------------------------------------------- step table

@@ -142,7 +142,7 @@ BAD = [
     ),
     (
         ["method=[grpo,ta_grpo]", "actor_rollout_ref.rollout.agent.default_agent_loop=single_turn_agent"],
-        "prompt augmentation and TA-GRPO build",
+        "method(s) ta_grpo build each rollout's prompt in the agent loop",
     ),
     (
         ["method=[grpo,cw_grpo]", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla"],
@@ -154,7 +154,7 @@ BAD = [
     ),
     # ProRL resets the reference of the KL loss
     (["method=[prorl,dapo]"], "actor_rollout_ref.actor.use_kl_loss must be true"),
-    (["method=[dapo,prorl]", "+recipes.prorl.every=3"], "recipes.prorl: unknown setting(s) ['every']"),
+    (["method=[dapo,prorl]", "+recipes.prorl.every=3"], "recipes.prorl: unknown settings ['every']"),
     (["method=[dapo,prorl]", "recipes.prorl.kl_patience=0"], "recipes.prorl.kl_patience=0 must be >= 1"),
     (["method=[dapo,prorl]", "recipes.prorl.val_plateau=2"], "set recipes.prorl.val_metric"),
     (
@@ -167,7 +167,10 @@ BAD = [
     ),
     (["method=[dapo,prorl]", "actor_rollout_ref.model.lora_rank=8"], "actor_rollout_ref.model.lora"),
     (["method=[dapo,prorl]", "actor_rollout_ref.hybrid_engine=false"], "hybrid_engine must be true"),
-    (["method=[dapo,prorl]", "trainer.v1.trainer_mode=sync"], "ProRL's reset runs in recipes_sync"),
+    (
+        ["method=[dapo,prorl]", "trainer.v1.trainer_mode=sync"],
+        "method(s) prorl run in our trainer, recipes_sync",
+    ),
 ]
 
 
@@ -196,7 +199,7 @@ def test_prompt_aug_composes_with_every_baseline(baseline):
     alone = compose(["experiment=demo_cpu", f"method=[{baseline}]"])
     both = compose(["experiment=demo_cpu", f"method=[{baseline},prompt_aug]", "data.max_prompt_length=320"])
     check_config(both)
-    assert dict(both.recipes.methods) == {baseline: "baseline", "prompt_aug": "method"}
+    assert dict(both.recipes.methods) == {baseline: True, "prompt_aug": True}
     assert both.actor_rollout_ref.rollout.agent.default_agent_loop == "recipes_prompt_variants"
     assert both.recipes.prompt_aug.seed == both.data.seed
     assert both.actor_rollout_ref.actor == alone.actor_rollout_ref.actor  # the baseline's loss is untouched

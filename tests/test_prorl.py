@@ -7,10 +7,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from recipes.prorl import ControllerState, ProRLError, ProRLSettings, ResetController
+from recipes.prorl import ControllerState, ProRLError, ProRLHooks, ProRLSettings, ResetController
+from recipes.settings import ConfigError, load
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -157,24 +159,21 @@ def test_state_survives_save_and_load(tmp_path):
     ],
 )
 def test_bad_settings_are_named(kwargs, message):
-    with pytest.raises(ProRLError, match=message):
-        ProRLSettings(**kwargs)
+    with pytest.raises(ConfigError, match=message):
+        load(ProRLSettings, kwargs, "recipes.prorl")
 
 
 def test_resume_without_the_reference_snapshot_fails_clearly(tmp_path):
     """A checkpoint taken after a reset must carry the reference; the trainer refuses to go on with
     the initial model instead (before touching any worker)."""
-    from recipes.trainer import RecipesTrainerSync
-
-    trainer = RecipesTrainerSync.__new__(RecipesTrainerSync)
-    trainer.prorl = ProRLSettings(reset_every=2)
-    trainer.prorl_ctl = ResetController(trainer.prorl)
-    trainer.actor_rollout_wg = None  # never reached
+    settings = ProRLSettings(reset_every=2)
+    hooks = ProRLHooks(settings)
+    trainer = SimpleNamespace(global_steps=4, actor_rollout_wg=None)  # the workers are never reached
     step = tmp_path / "global_step_4"
     step.mkdir()
-    ResetController(trainer.prorl, ControllerState(resets=2, last_reset_step=4)).save(str(step))
+    ResetController(settings, ControllerState(resets=2, last_reset_step=4)).save(str(step))
     with pytest.raises(ProRLError, match=r"prorl_reference is missing: .* after 2 reference reset"):
-        trainer._load_prorl(str(step))
+        hooks.load(trainer, str(step))
 
 
 # ------------------------------------------------------------------------------ the worker
@@ -231,16 +230,12 @@ def test_worker_reference_snapshot_round_trip(probe):
 def test_snapshots_of_rotated_checkpoints_are_deleted(tmp_path):
     """verl's max_actor_ckpt_to_keep removes only a checkpoint's actor/ folder; the reference
     snapshot of such a step goes with it, the other steps' snapshots stay."""
-    from recipes.trainer import RecipesTrainerSync
-
-    trainer = RecipesTrainerSync.__new__(RecipesTrainerSync)
-    trainer.prorl = ProRLSettings(reset_every=2)
-    trainer.prorl_ctl = ResetController(trainer.prorl)  # no reset yet: no worker call
+    hooks = ProRLHooks(ProRLSettings(reset_every=2))  # no reset yet: no worker call
     for step, has_actor in ((2, False), (4, True), (6, False)):  # 6: being saved, verl writes actor/ next
         (tmp_path / f"global_step_{step}" / "prorl_reference").mkdir(parents=True)
         if has_actor:
             (tmp_path / f"global_step_{step}" / "actor").mkdir()
-    trainer._save_prorl(str(tmp_path / "global_step_6"))
+    hooks.save(SimpleNamespace(), str(tmp_path / "global_step_6"))
     assert not (tmp_path / "global_step_2" / "prorl_reference").exists()
     assert (tmp_path / "global_step_4" / "prorl_reference").is_dir()
     assert (tmp_path / "global_step_6" / "prorl_reference").is_dir()

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from recipes import ta_grpo
-from recipes.ta_grpo import TAGRPOError, TASettings, make_settings
+from recipes.settings import ConfigError, load
+from recipes.ta_grpo import TAGRPOError, TASettings
 
 
 # ---------------------------------------------------------------------------- settings
@@ -18,23 +19,23 @@ def test_session_k_answers_variant_k_div_g():
     assert [ta.variant(k, 32) for k in range(32)] == [k // 8 for k in range(32)]
     assert [ta.variant(k, 8) for k in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]
     assert ta.group_size(32) == 8
-    with pytest.raises(TAGRPOError, match="rollout.n=30 must be .N\\+1. x G"):
+    with pytest.raises(ConfigError, match="rollout.n=30 must be .N\\+1. x G"):
         ta.variant(0, 30)
 
 
 @pytest.mark.parametrize(
     "settings, match",
     [
-        ({}, "n_rephrasings=None"),
-        ({"n_rephrasings": 0}, "n_rephrasings=0"),
+        ({"n_rephrasings": "3"}, "n_rephrasings='3' must be an integer"),
+        ({"n_rephrasings": 0}, "n_rephrasings=0 must be >= 1"),
         ({"n_rephrasings": 3, "anchor": "q0"}, "anchor='q0'"),
         ({"n_rephrasings": 3, "groups": "joint"}, "groups='joint'"),
         ({"n_rephrasings": 3, "ancor": "own"}, "unknown settings"),
     ],
 )
 def test_bad_settings_fail_clearly(settings, match):
-    with pytest.raises(TAGRPOError, match=match):
-        make_settings(settings)
+    with pytest.raises(ConfigError, match=match):
+        load(TASettings, settings, "recipes.ta_grpo")
 
 
 def test_variant_question_and_swap():
@@ -220,7 +221,7 @@ def test_anchoring_with_templates_keeps_the_template(tokenizer):
         "data.max_prompt_length=320",
     ]
     out, server = _run_loop(tokenizer, overrides, _row(session=6))
-    template = make_sampler({"sampling": "per_rollout", "seed": 42}).choose(0, 7, 6)
+    template = make_sampler(sampling="per_rollout", seed=42).choose(0, 7, 6)
     assert out.extra_fields["template"] == template and out.extra_fields["variant"] == 3
     assert server.prompts == [prompt_ids(template, "2 + 2 equals what number?", tokenizer)]
     assert out.prompt_ids == prompt_ids(template, "What is 2 + 2?", tokenizer)

@@ -56,7 +56,7 @@ def main() -> None:
         tok, name = tiny_tokenizer(), "tiny (ChatML, 768-token BPE)"
     questions = [q for q, _ in toy_arithmetic_pairs(args.prompts, 1, seed=0)[0]]
     items = [(i, q) for i, q in enumerate(questions)]
-    sampler = make_sampler({"sampling": "per_rollout", "seed": 0})
+    sampler = make_sampler(sampling="per_rollout", seed=0)
 
     def verl_default(item):
         _, q = item

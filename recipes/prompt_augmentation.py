@@ -1,0 +1,105 @@
+"""Prompt augmentation as a method of this project (Lu, Huang, Balestriero 2026, arXiv 2602.03190;
+docs/methods.md#prompt-augmentation): its settings, checks and trainer hooks. The templates and the
+seeded draw are the `prompt_aug` package; the agent loop (recipes/agent_loop.py) shows each
+rollout its template, and the reward (recipes/reward.py) adds the template's format score.
+
+Per-template metrics, every training step, for each template used in it:
+  template/<name>/samples          number of responses shown that template
+  template/<name>/acc              their mean accuracy
+  template/<name>/format_score     their mean format score (how well the format is followed)
+  template/<name>/response_length  their mean response length in tokens
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+import numpy as np
+
+from prompt_aug.sampling import TemplateSampler, make_sampler
+from prompt_aug.templates import TemplateError
+from recipes.method import Method, Samples, TrainerHooks
+from recipes.settings import ConfigError, setting
+
+PAPER = "Lu, Huang, Balestriero 2026, arXiv 2602.03190"
+
+
+@dataclass(frozen=True)
+class PromptAugSettings:
+    sampling: Literal["per_prompt", "per_rollout"] = setting(
+        "per_prompt",
+        None,
+        "per_prompt: all rollout.n responses of a prompt share one template, so each GRPO group is "
+        "single-template (the authors' code); per_rollout: each response draws its own (ours)",
+        PAPER,
+    )
+    templates: str | list = setting(
+        "all",
+        None,
+        "'all' (the paper's 13), or a list of template and/or family names (deepseek, free-form, "
+        "reflection, explicit-cot); `python -m prompt_aug.templates list`",
+        PAPER + ", table 1",
+    )
+    weights: dict | None = setting(
+        None, None, "null: uniform, as the paper; or {template: weight}, unlisted selected templates weigh 1"
+    )
+    seed: int = setting(
+        0,
+        ">= 0",
+        "the draw is a pure function of (seed, epoch, row, rollout), so a resumed run repeats it "
+        "(the YAML sets ${data.seed})",
+    )
+    val_template: str = setting(
+        "qwen-math",
+        None,
+        "the one template of validation prompts, scored on accuracy only (the paper evaluated with qwen-math)",
+        PAPER,
+    )
+
+
+def sampler(settings: PromptAugSettings) -> TemplateSampler:
+    """The template sampler of these settings; a template that does not exist is a ConfigError."""
+    try:
+        return make_sampler(**asdict(settings))
+    except TemplateError as exc:
+        raise ConfigError(f"recipes.prompt_aug.{exc}") from None
+
+
+def template_metrics(templates: list[str | None], infos: list[dict], lengths: list[int]) -> dict[str, float]:
+    """Per-template step metrics (module doc); responses without a template are skipped."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, name in enumerate(templates):
+        if name:
+            groups[name].append(i)
+    out: dict[str, float] = {}
+    for name, idx in sorted(groups.items()):
+        graded = [infos[i] for i in idx if "acc" in infos[i]]
+        out[f"template/{name}/samples"] = float(len(idx))
+        if graded:
+            out[f"template/{name}/acc"] = float(np.mean([g["acc"] for g in graded]))
+            out[f"template/{name}/format_score"] = float(
+                np.mean([g.get("format_score", 0.0) for g in graded])
+            )
+        out[f"template/{name}/response_length"] = float(np.mean([lengths[i] for i in idx]))
+    return out
+
+
+class PromptAugHooks(TrainerHooks):
+    def before_advantage(self, trainer, batch, samples: Samples, metrics: dict) -> None:
+        templates = [samples.extra[i].get("template") for i in samples.keep]
+        metrics.update(template_metrics(templates, samples.infos, samples.lengths))
+
+    def dump_columns(self, trainer, extra: list[dict]) -> dict[str, list]:
+        return {"template": [e.get("template") for e in extra]}
+
+
+METHOD = Method(
+    "prompt_aug",
+    f"Prompt augmentation ({PAPER}): 13 reasoning templates in 4 families, each with its format reward",
+    settings=PromptAugSettings,
+    check=lambda cfg, settings: sampler(settings),
+    hooks=lambda cfg, settings: PromptAugHooks(),
+    prompt_variants=True,
+)

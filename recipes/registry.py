@@ -1,0 +1,85 @@
+"""The methods a run combines, registered in one place (`REGISTRY` at the bottom).
+
+A method is a module that owns everything about it:
+  settings   a frozen dataclass read from `recipes.<name>` (recipes/settings.py), or None
+  check      `check(cfg, settings)`: what the rest of the config must be for it to work; raises
+             ConfigError in one sentence, before Ray starts
+  check_data `check_data(cfg, settings, train_files)`: what it needs from the training data
+  hooks      `hooks(cfg, settings) -> TrainerHooks`: what it adds to the trainer's step
+             (recipes/trainer.py calls every active method's hooks and knows no method by name)
+and a configs/method/<name>.yaml with the verl keys it sets. `recipes.train` and the trainer loop
+over the active methods; adding one is a module, a YAML and a line below (docs/adding_a_method.md).
+
+Which methods are active: Hydra records no choice for a list group like `method=[dapo,prorl]`, so
+each configs/method/<name>.yaml marks itself with `recipes.methods.<name>: true`, and `active`
+reads those marks.
+"""
+
+from __future__ import annotations
+
+from omegaconf import OmegaConf
+
+from recipes.method import Method
+from recipes.settings import ConfigError, load
+
+
+def _baseline(name: str, summary: str) -> Method:
+    return Method(name, summary, baseline=True)
+
+
+def active_names(cfg) -> list[str]:
+    """The methods this config turns on, in the order they were listed."""
+    marks = OmegaConf.select(cfg, "recipes.methods") or {}
+    return [name for name, on in marks.items() if on]
+
+
+def active(cfg) -> list[Method]:
+    """The active methods; an unknown name or a baseline count other than one is a ConfigError."""
+    names = active_names(cfg)
+    unknown = sorted(set(names) - set(REGISTRY))
+    if unknown:
+        raise ConfigError(f"method: unknown method(s) {unknown}; known: {sorted(REGISTRY)}.")
+    methods = [REGISTRY[n] for n in names]
+    baselines = [m.name for m in methods if m.baseline]
+    if len(baselines) != 1:
+        known = [m.name for m in REGISTRY.values() if m.baseline]
+        raise ConfigError(
+            f"method: choose exactly one baseline of {known} (got {baselines or 'none'}); they set the "
+            "same advantage and loss keys differently. Methods add to one, e.g. method=[dapo,prompt_aug]."
+        )
+    return methods
+
+
+def settings(cfg, name: str):
+    """The settings of method `name` when it is active (its dataclass, or True if it has none),
+    else None."""
+    if name not in active_names(cfg):
+        return None
+    method = REGISTRY[name]
+    if method.settings is None:
+        return True
+    raw = OmegaConf.select(cfg, f"recipes.{name}")
+    raw = OmegaConf.to_container(raw, resolve=True) if raw is not None else {}
+    return load(method.settings, raw, f"recipes.{name}")
+
+
+def trainer_hooks(cfg) -> list:
+    return [m.hooks(cfg, settings(cfg, m.name)) for m in active(cfg) if m.hooks is not None]
+
+
+def _registry() -> dict[str, Method]:
+    from recipes import cw_grpo, prompt_augmentation, prorl, ta_grpo
+
+    methods = [
+        _baseline("grpo", "GRPO (Shao et al. 2024, DeepSeekMath eq. 3)"),
+        _baseline("dapo", "DAPO (Yu et al. 2025, arXiv 2503.14476)"),
+        _baseline("dr_grpo", "Dr. GRPO (Liu et al. 2025, arXiv 2503.20783)"),
+        prompt_augmentation.METHOD,
+        ta_grpo.METHOD,
+        cw_grpo.METHOD,
+        prorl.METHOD,
+    ]
+    return {m.name: m for m in methods}
+
+
+REGISTRY: dict[str, Method] = _registry()

@@ -1,0 +1,164 @@
+"""Typed settings: one frozen dataclass per method (or section) under `recipes.<name>` in the Hydra
+config. Each field says once what it means and where it comes from:
+
+    @dataclass(frozen=True)
+    class ProRLSettings:
+        reset_every: int = setting(200, ">= 0", "reset every K steps since the last reset (0 = off)",
+                                   paper="ProRL sec. 3.3.1")
+
+`load(ProRLSettings, cfg_section, "recipes.prorl")` builds it, and any unknown key, wrong type or
+value out of range raises ConfigError naming the key. `python -m recipes.settings` prints every
+registered method's settings with their help and paper.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+
+class ConfigError(ValueError):
+    """A config that cannot work, described in one sentence that names the key."""
+
+
+# range name -> test; a field's `check` is one of these (or None for any value of its type)
+RANGES: dict[str, Callable[[Any], bool]] = {
+    ">= 0": lambda x: x >= 0,
+    ">= 1": lambda x: x >= 1,
+    "> 0": lambda x: x > 0,
+    "in (0, 1]": lambda x: 0 < x <= 1,
+}
+
+
+def setting(default: Any, check: str | None, help: str, paper: str = "") -> Any:
+    """A dataclass field with its allowed range, help text and paper reference."""
+    if check is not None and check not in RANGES:
+        raise ValueError(f"unknown range {check!r}; known: {list(RANGES)}")
+    mutable = isinstance(default, list | dict)
+    factory = {"default_factory": lambda: copy.deepcopy(default)} if mutable else {"default": default}
+    return dataclasses.field(**factory, metadata={"check": check, "help": help, "paper": paper})
+
+
+def _type_ok(value: Any, kind: Any) -> bool:
+    origin = typing.get_origin(kind)
+    if kind is Any:
+        return True
+    if origin is Literal:
+        return value in typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, k) for k in typing.get_args(kind))
+    if kind is type(None):
+        return value is None
+    if kind is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin is not None:  # list[str], dict[str, float]: the container type only
+        return isinstance(value, origin)
+    return isinstance(value, kind)
+
+
+def _type_name(kind: Any) -> str:
+    origin = typing.get_origin(kind)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(kind))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(k) for k in typing.get_args(kind))
+    if kind is type(None):
+        return "null"
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
+        kind, getattr(origin or kind, "__name__", str(kind))
+    )
+
+
+def load(cls: type, values: Mapping | None, section: str):
+    """`cls` from a mapping of settings; unknown keys, wrong types and out-of-range values raise
+    ConfigError naming `section.key`."""
+    values = dict(values or {})
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ConfigError(f"{section}: unknown settings {unknown}; known: {list(fields)}.")
+    hints = typing.get_type_hints(cls)
+    for name, value in values.items():
+        kind, check = hints[name], fields[name].metadata.get("check")
+        if not _type_ok(value, kind):
+            raise ConfigError(f"{section}.{name}={value!r} must be {_type_name(kind)}.")
+        if check is not None and value is not None and not RANGES[check](value):
+            raise ConfigError(f"{section}.{name}={value!r} must be {check}.")
+    if float in (hints[n] for n in values):  # ints given for float fields become floats
+        values = {n: float(v) if hints[n] is float else v for n, v in values.items()}
+    try:
+        return cls(**values)
+    except ValueError as exc:  # the dataclass's own cross-field checks (__post_init__)
+        raise ConfigError(f"{section}: {exc}") from None
+
+
+def describe(cls: type, section: str) -> list[str]:
+    """One line per setting: key, default, range, help, paper."""
+    lines = []
+    for f in dataclasses.fields(cls):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        check = f" ({f.metadata['check']})" if f.metadata.get("check") else ""
+        paper = f" [{f.metadata['paper']}]" if f.metadata.get("paper") else ""
+        lines.append(f"  {section}.{f.name} = {default!r}{check}: {f.metadata.get('help', '')}{paper}")
+    return lines
+
+
+def markdown(sections: list[tuple[str, str, type]]) -> str:
+    """docs/settings.md: one table per (title, config section, dataclass)."""
+    out = [
+        "# Settings",
+        "",
+        "Generated by `python -m recipes.settings --markdown > docs/settings.md` from the settings",
+        "dataclasses, where each setting is described once (a test checks this file is current).",
+        "Override any of them on the command line, e.g. `recipes.prorl.reset_every=100`.",
+    ]
+    for title, section, cls in sections:
+        out += ["", f"## {title}", "", f"`{section}`", "", "| key | default | allowed | meaning | source |", "|---|---|---|---|---|"]
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            allowed = " ".join(x for x in (_type_name(hints[f.name]), f.metadata.get("check")) if x)
+            default = "null" if default is None else str(default).lower() if isinstance(default, bool) else default
+            cells = [
+                f"`{f.name}`",
+                f"`{default}`",
+                allowed,
+                f.metadata.get("help", "").replace("|", "\\|"),
+                f.metadata.get("paper", ""),
+            ]
+            out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def sections() -> list[tuple[str, str, type]]:
+    """Every settings dataclass: the registered methods'."""
+    from recipes.registry import REGISTRY
+
+    return [(m.summary, f"recipes.{m.name}", m.settings) for m in REGISTRY.values() if m.settings is not None]
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m recipes.settings",
+        description="Every method's settings: key, default, allowed range, meaning and paper.",
+        epilog="example: python -m recipes.settings --markdown > docs/settings.md",
+    )
+    parser.add_argument("--markdown", action="store_true", help="print docs/settings.md instead of plain text")
+    args = parser.parse_args(argv)
+    if args.markdown:
+        print(markdown(sections()), end="")
+        return
+    for title, section, cls in sections():
+        print(f"{title}\n" + "\n".join(describe(cls, section)))
+
+
+if __name__ == "__main__":
+    main()

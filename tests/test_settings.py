@@ -1,0 +1,121 @@
+"""Typed settings (recipes/settings.py) and the method registry (recipes/registry.py)."""
+
+import dataclasses
+from pathlib import Path
+from typing import Literal
+
+import pytest
+import yaml
+
+from recipes import registry
+from recipes.settings import ConfigError, describe, load, setting
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    count: int = setting(2, ">= 1", "how many")
+    rate: float = setting(0.5, "in (0, 1]", "a fraction", paper="Someone 2025, eq. 1")
+    mode: Literal["a", "b"] = setting("a", None, "which one")
+    limit: float | None = setting(None, "> 0", "off when null")
+    names: list = setting(["x"], None, "a list")
+
+    def __post_init__(self):
+        if self.mode == "b" and self.limit is None:
+            raise ValueError("mode b needs a limit")
+
+
+def test_load_takes_defaults_and_coerces_ints_to_floats():
+    assert load(Example, None, "s") == Example()
+    got = load(Example, {"rate": 1, "limit": 3, "mode": "b"}, "s")
+    assert got.rate == 1.0 and isinstance(got.rate, float) and got.limit == 3.0 and got.mode == "b"
+    assert Example().names == ["x"] and Example().names is not Example().names  # no shared default
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"cout": 3}, "s: unknown settings ['cout']; known: ['count', 'rate', 'mode', 'limit', 'names']."),
+        ({"count": 0}, "s.count=0 must be >= 1."),
+        ({"count": 2.5}, "s.count=2.5 must be an integer."),
+        ({"count": True}, "s.count=True must be an integer."),
+        ({"rate": 0}, "s.rate=0 must be in (0, 1]."),
+        ({"rate": "abc"}, "s.rate='abc' must be a number."),
+        ({"mode": "c"}, "s.mode='c' must be one of 'a', 'b'."),
+        ({"limit": -1}, "s.limit=-1 must be > 0."),
+        ({"limit": "x"}, "s.limit='x' must be a number or null."),
+        ({"names": "x"}, "s.names='x' must be list."),
+        ({"mode": "b"}, "s: mode b needs a limit"),
+    ],
+)
+def test_bad_values_name_the_key(values, message):
+    with pytest.raises(ConfigError) as err:
+        load(Example, values, "s")
+    assert str(err.value) == message
+
+
+def test_describe_gives_default_range_help_and_paper():
+    lines = describe(Example, "s")
+    assert lines[1] == "  s.rate = 0.5 (in (0, 1]): a fraction [Someone 2025, eq. 1]"
+    assert lines[2] == "  s.mode = 'a': which one"
+
+
+# ------------------------------------------------------------------------------ the registry
+METHOD_YAMLS = sorted((REPO / "configs" / "method").glob("*.yaml"))
+
+
+def test_every_method_yaml_marks_itself_and_is_registered():
+    names = []
+    for path in METHOD_YAMLS:
+        marks = yaml.safe_load(path.read_text())["recipes"]["methods"]
+        assert marks == {path.stem: True}, path
+        names.append(path.stem)
+    assert sorted(names) == sorted(registry.REGISTRY)
+    assert sorted(m.name for m in registry.REGISTRY.values() if m.baseline) == ["dapo", "dr_grpo", "grpo"]
+
+
+@pytest.mark.parametrize("name", [n for n, m in registry.REGISTRY.items() if m.settings is not None])
+def test_method_yaml_values_are_the_dataclass_defaults(name):
+    """Each setting's value is written in the YAML (so Hydra can override it) and described once, in
+    the dataclass: the two must agree (an interpolation in the YAML is the dataclass's business)."""
+    section = yaml.safe_load((REPO / "configs" / "method" / f"{name}.yaml").read_text())["recipes"][name]
+    cls = registry.REGISTRY[name].settings
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    assert set(section) == set(fields)
+    for key, value in section.items():
+        if isinstance(value, str) and value.startswith("${"):
+            continue
+        assert value == getattr(cls(), key), f"{name}.{key}"
+    for f in fields.values():
+        assert f.metadata["help"], f"{name}.{f.name} has no help"
+
+
+def test_active_methods_come_from_the_method_choice():
+    from recipes.train import compose
+
+    cfg = compose(["experiment=demo_cpu", "method=[dapo,prorl,cw_grpo]"])
+    assert registry.active_names(cfg) == ["dapo", "prorl", "cw_grpo"]
+    assert registry.settings(cfg, "prorl").reset_every == 200
+    assert registry.settings(cfg, "cw_grpo") is True  # active, no settings
+    assert registry.settings(cfg, "ta_grpo") is None  # off
+    hooks = registry.trainer_hooks(cfg)
+    assert [type(h).__name__ for h in hooks] == ["ProRLHooks"]
+
+
+def test_hubs_name_no_method():
+    """train.py and trainer.py loop over the registry: no method's name appears in their code."""
+    words = [*registry.REGISTRY, "prompt augmentation", "TA-GRPO", "ProRL", "CW-GRPO", "DAPO"]
+    for path in ("recipes/train.py", "recipes/trainer.py"):
+        text = (REPO / path).read_text()
+        code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+        found = [w for w in words if w in code.split('"""', 2)[-1]]  # the module docstring may cite examples
+        assert not found, (path, found)
+
+
+def test_docs_settings_md_is_current():
+    from recipes.settings import markdown, sections
+
+    assert (REPO / "docs" / "settings.md").read_text() == markdown(sections()), (
+        "regenerate: python -m recipes.settings --markdown > docs/settings.md"
+    )
