@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -35,7 +36,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from recipes import registry
+from recipes.console import quiet
 from recipes.settings import ConfigError
 
 LOCAL_MODELS = ("tiny", "smollm2_135m")  # built by recipes.models, no hub access
@@ -196,6 +197,8 @@ def _head_dim(model_path: str) -> int | None:
 def _check_methods(cfg: DictConfig) -> None:
     """Each active method's settings and checks (recipes/registry.py), and what their hooks and
     prompt variants need from the trainer and the agent loop."""
+    from recipes import registry
+
     methods = registry.active(cfg)
     for method in methods:
         settings = registry.settings(cfg, method.name)
@@ -328,6 +331,8 @@ def check_data(cfg: DictConfig) -> None:
                 raise ConfigError(f"{key}: {exc}") from exc
     files = _get(cfg, "data.train_files")
     files = [files] if isinstance(files, str) else list(files or [])
+    from recipes import registry
+
     for method in registry.active(cfg):
         if method.check_data is not None:
             method.check_data(cfg, registry.settings(cfg, method.name), files)
@@ -358,8 +363,13 @@ def header() -> str:
     return " ".join(name.rjust(len(fmt.format(0.0))) for name, _, fmt in COLUMNS)
 
 
-def _follow(path: Path, stop: threading.Event) -> None:
-    """Print a table row for each step verl's file logger appends to `path`."""
+def validation_lines(data: dict) -> list[str]:
+    """The headline validation results of a step record (verl's val-core metrics), one a line."""
+    return [f"  validation: {k} = {v:.4f}" for k, v in sorted(data.items()) if k.startswith("val-core/")]
+
+
+def _follow(path: Path, stop: threading.Event, say) -> None:
+    """Print a table row (and its validation results) for each step verl's file logger appends."""
     pos, printed = 0, False
     while True:
         done = stop.is_set()
@@ -372,9 +382,11 @@ def _follow(path: Path, stop: threading.Event) -> None:
                     pos += len(line.encode())
                     rec = json.loads(line)
                     if not printed:
-                        print(header(), flush=True)
+                        say(header())
                         printed = True
-                    print(format_row(rec["step"], rec["data"]), flush=True)
+                    say(format_row(rec["step"], rec["data"]))
+                    for text in validation_lines(rec["data"]):
+                        say(text)
         if done:
             return
         stop.wait(1.0)
@@ -396,12 +408,22 @@ def finished_step(cfg: DictConfig) -> int | None:
 
 
 def run(cfg: DictConfig) -> Path:
-    """Validate, prepare, train. Returns the metrics file."""
-    check_verl_seam()
-    check_config(cfg)
-    prepare(cfg)
-    check_model(cfg)
-    check_data(cfg)
+    """Validate, prepare, train. Returns the metrics file. Unless recipes.verbose, what verl, Ray
+    and vLLM print goes to `<output_dir>/logs/<launch time>.log` (recipes/console.py)."""
+    verbose = bool(_get(cfg, "recipes.verbose"))
+    fd, pre = tempfile.mkstemp(prefix="recipes-train-", suffix=".log")
+    os.close(fd)
+    pre = Path(pre)
+    try:
+        with quiet(pre, enabled=not verbose, expected=(ConfigError,)):
+            check_verl_seam()
+            check_config(cfg)
+            prepare(cfg)
+            check_model(cfg)
+            check_data(cfg)
+        before_ray = pre.read_text(errors="replace")
+    finally:
+        pre.unlink(missing_ok=True)
 
     out = Path(_get(cfg, "recipes.output_dir"))
     ckpt = Path(_get(cfg, "trainer.default_local_dir"))
@@ -416,39 +438,70 @@ def run(cfg: DictConfig) -> Path:
             flush=True,
         )
         return earlier[-1] if earlier else out
-    metrics = out / "metrics" / f"{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    metrics = out / "metrics" / f"{stamp}.jsonl"
+    log = out / "logs" / f"{stamp}.log"
     metrics.parent.mkdir(parents=True, exist_ok=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(before_ray)
+    _save_resolved(cfg, out / "config.yaml")
     os.environ["VERL_FILE_LOGGER_PATH"] = str(metrics)
     # verl's TensorBoard and wandb loggers write under the current directory unless told; keep
     # every output of the run in its own folder (a variable you set yourself wins)
     os.environ.setdefault("TENSORBOARD_DIR", str(out / "tensorboard"))
     os.environ.setdefault("WANDB_DIR", str(out))
 
+    import ray
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
 
-    stop = threading.Event()
-    table = threading.Thread(target=_follow, args=(metrics, stop), daemon=True)
-    if _get(cfg, "recipes.step_table"):
-        table.start()
-    session = contextlib.nullcontext()
-    if _get(cfg, "recipes.platform") == "cpu":
-        from recipes.cpu_vllm import run_session, vllm_cpu_version
+    from recipes import registry
 
-        session = run_session()
-        dtype = _get(cfg, "actor_rollout_ref.rollout.dtype")
-        print(
-            f"rollout: verl's vLLM server on vLLM's CPU build (vllm-cpu {vllm_cpu_version()}), {dtype}",
-            flush=True,
-        )
-    try:
-        with session:
-            run_ppo(cfg, task_runner_class=TaskRunnerV1)
-    finally:
-        stop.set()
-        if table.is_alive():
-            table.join(timeout=5)
-    print(f"done: metrics in {metrics}, checkpoints in {ckpt}", flush=True)
+    methods = ",".join(registry.active_names(cfg))
+    print(
+        f"run: model {_get(cfg, 'recipes.model') or _get(cfg, 'actor_rollout_ref.model.path')}, "
+        f"method [{methods}], data {_get(cfg, 'recipes.data')}, "
+        f"{_get(cfg, 'trainer.total_training_steps') or _get(cfg, 'trainer.total_epochs')} "
+        f"{'steps' if _get(cfg, 'trainer.total_training_steps') else 'epochs'}, output {out}",
+        flush=True,
+    )
+    if not verbose:
+        print(f"log: {log} (the resolved config is {out / 'config.yaml'}; -v prints everything here)", flush=True)
+    with quiet(log, enabled=not verbose) as say:
+        stop = threading.Event()
+        table = threading.Thread(target=_follow, args=(metrics, stop, say), daemon=True)
+        if _get(cfg, "recipes.step_table"):
+            table.start()
+        session = contextlib.nullcontext()
+        if _get(cfg, "recipes.platform") == "cpu":
+            from recipes.cpu_vllm import run_session, vllm_cpu_version
+
+            session = run_session()
+            dtype = _get(cfg, "actor_rollout_ref.rollout.dtype")
+            say(f"rollout: verl's vLLM server on vLLM's CPU build (vllm-cpu {vllm_cpu_version()}), {dtype}")
+        try:
+            with session:
+                run_ppo(cfg, task_runner_class=TaskRunnerV1)
+        finally:
+            stop.set()
+            if table.is_alive():
+                table.join(timeout=5)
+            if ray.is_initialized():
+                ray.shutdown()
+    print(f"done: metrics in {metrics}, checkpoints in {ckpt}, log in {log}", flush=True)
+    if not verbose:  # what Ray or a logger prints at interpreter exit goes to the log too
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
     return metrics
+
+
+def _save_resolved(cfg: DictConfig, path: Path) -> None:
+    """The config as the run sees it, interpolations resolved (hydra/ has the composed one)."""
+    try:
+        text = OmegaConf.to_yaml(cfg, resolve=True)
+    except Exception:  # noqa: BLE001 - an interpolation only a worker can resolve: keep it as written
+        text = OmegaConf.to_yaml(cfg)
+    path.write_text(text)
 
 
 # verl's defaults list holds the `model` group twice (actor and critic): `model=X` means the actor's.
@@ -529,23 +582,35 @@ def main(cfg: DictConfig) -> None:
         sys.exit(2)
 
 
-def check_overrides(args: list[str]) -> None:
+def check_overrides(args: list[str], verbose: bool = False) -> None:
     """Hydra's own errors (an unknown group option, a key not in the config, a bad override) as
-    one `config error:` line and exit 2, before Hydra prints its own report and exits 1."""
+    one `config error:` line and exit 2, before Hydra prints its own report and exits 1. What
+    importing verl prints on the way (platform detection) is dropped unless `verbose`."""
     if any(a.startswith("-") for a in args):  # --cfg, --help, -m: Hydra's own flags
         return
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    fd, scratch = tempfile.mkstemp(prefix="recipes-compose-", suffix=".log")
+    os.close(fd)
     try:
-        compose(args)
+        with quiet(Path(scratch), enabled=not verbose, expected=(HydraException, OmegaConfBaseException)):
+            compose(args)
     except (HydraException, OmegaConfBaseException) as exc:
         text = str(exc).split("Config search path", 1)[0]  # where Hydra looked: noise here
         print(f"config error: {' '.join(text.split())[:600]}", file=sys.stderr, flush=True)
         sys.exit(2)
+    finally:
+        os.unlink(scratch)
+
+
+VERBOSE_FLAGS = ("-v", "--verbose")
 
 
 if __name__ == "__main__":
+    verbose = any(a in VERBOSE_FLAGS for a in sys.argv[1:])
+    if verbose:  # ours, not Hydra's: recipes.verbose=true
+        sys.argv[1:] = [a for a in sys.argv[1:] if a not in VERBOSE_FLAGS] + ["recipes.verbose=true"]
     sys.argv[1:] = translate_overrides(sys.argv[1:])
-    check_overrides(sys.argv[1:])
+    check_overrides(sys.argv[1:], verbose)
     main()

