@@ -63,4 +63,6 @@ def quiet(
         terminal.close()
         if failed:
             lines = log.read_text(errors="replace").splitlines()[-TAIL:]
-            print(f"--- last {len(lines)} lines of {log}:", *lines, "---", sep="\n", file=sys.stderr, flush=True)
+            print(
+                f"--- last {len(lines)} lines of {log}:", *lines, "---", sep="\n", file=sys.stderr, flush=True
+            )

@@ -119,12 +119,22 @@ def markdown(sections: list[tuple[str, str, type]]) -> str:
         "Override any of them on the command line, e.g. `recipes.prorl.reset_every=100`.",
     ]
     for title, section, cls in sections:
-        out += ["", f"## {title}", "", f"`{section}`", "", "| key | default | allowed | meaning | source |", "|---|---|---|---|---|"]
+        out += [
+            "",
+            f"## {title}",
+            "",
+            f"`{section}`",
+            "",
+            "| key | default | allowed | meaning | source |",
+            "|---|---|---|---|---|",
+        ]
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             allowed = " ".join(x for x in (_type_name(hints[f.name]), f.metadata.get("check")) if x)
-            default = "null" if default is None else str(default).lower() if isinstance(default, bool) else default
+            default = (
+                "null" if default is None else str(default).lower() if isinstance(default, bool) else default
+            )
             cells = [
                 f"`{f.name}`",
                 f"`{default}`",
@@ -151,7 +161,9 @@ def main(argv: list[str] | None = None) -> None:
         description="Every method's settings: key, default, allowed range, meaning and paper.",
         epilog="example: python -m recipes.settings --markdown > docs/settings.md",
     )
-    parser.add_argument("--markdown", action="store_true", help="print docs/settings.md instead of plain text")
+    parser.add_argument(
+        "--markdown", action="store_true", help="print docs/settings.md instead of plain text"
+    )
     args = parser.parse_args(argv)
     if args.markdown:
         print(markdown(sections()), end="")

@@ -465,7 +465,10 @@ def run(cfg: DictConfig) -> Path:
         flush=True,
     )
     if not verbose:
-        print(f"log: {log} (the resolved config is {out / 'config.yaml'}; -v prints everything here)", flush=True)
+        print(
+            f"log: {log} (the resolved config is {out / 'config.yaml'}; -v prints everything here)",
+            flush=True,
+        )
     with quiet(log, enabled=not verbose) as say:
         stop = threading.Event()
         table = threading.Thread(target=_follow, args=(metrics, stop, say), daemon=True)
@@ -607,7 +610,48 @@ def check_overrides(args: list[str], verbose: bool = False) -> None:
 VERBOSE_FLAGS = ("-v", "--verbose")
 
 
+def usage() -> str:
+    """`python -m recipes.train --help`: the groups and their options, read from configs/."""
+
+    def names(group: str) -> str:
+        return " ".join(sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml")))
+
+    return f"""usage: python -m recipes.train [GROUP=OPTION ...] [KEY=VALUE ...] [-v]
+
+Train with verl's PPO trainer from this project's Hydra configs (every verl key still works).
+
+examples:
+  python -m recipes.train experiment=demo_cpu                          # 5 GRPO steps on a CPU
+  python -m recipes.train experiment=demo_cpu method=[dapo,prompt_aug]   # a baseline plus methods
+  python -m recipes.train experiment=prompt_aug_qwen2_5_math_1_5b       # a paper preset (GPUs)
+  python -m recipes.train platform=gpu model=qwen3_1_7b data=math method=[grpo,prorl] \\
+      trainer.total_training_steps=500 trainer.save_freq=50
+  python -m recipes.train experiment=demo_cpu --cfg job                 # print the config, run nothing
+
+groups:
+  experiment  {names("experiment")}
+  method      a list: one baseline, then any methods ({names("method")}; python -m recipes.settings)
+  model       {names("model")}
+  data        {names("data")}
+  platform    {names("platform")}
+
+common keys:
+  trainer.total_training_steps=N  trainer.save_freq=N  trainer.test_freq=N  trainer.logger=[console,file,wandb]
+  data.train_batch_size=N  actor_rollout_ref.rollout.n=N  actor_rollout_ref.actor.optim.lr=X
+  recipes.output_dir=DIR  recipes.<method>.<setting>=V  (every method setting: python -m recipes.settings)
+
+  -v, --verbose   print everything verl, Ray and vLLM print (default: the run's log file)
+  --hydra-help    Hydra's own help (every config group and key)
+
+docs: README.md, docs/running.md, docs/methods.md, docs/settings.md"""
+
+
 if __name__ == "__main__":
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+        print(usage())
+        sys.exit(0)
+    if "--hydra-help" in sys.argv[1:]:
+        sys.argv[sys.argv.index("--hydra-help")] = "--help"
     verbose = any(a in VERBOSE_FLAGS for a in sys.argv[1:])
     if verbose:  # ours, not Hydra's: recipes.verbose=true
         sys.argv[1:] = [a for a in sys.argv[1:] if a not in VERBOSE_FLAGS] + ["recipes.verbose=true"]

@@ -500,3 +500,15 @@ def test_a_finished_run_is_recognised_before_anything_starts(tmp_path):
     assert finished_step(cfg("trainer.total_training_steps=3")) == 3
     assert finished_step(cfg("trainer.total_training_steps=4")) is None  # more steps asked for
     assert finished_step(cfg("trainer.total_training_steps=3", "trainer.resume_mode=disable")) is None
+
+
+def test_help_is_a_short_usage_with_examples_and_every_group_option():
+    proc = subprocess.run(
+        [sys.executable, "-m", "recipes.train", "--help"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0 and proc.stderr == ""
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("usage: python -m recipes.train") and len(lines) < 40
+    for group in ("experiment", "model", "data", "platform", "method"):
+        for option in (REPO / "configs" / group).glob("*.yaml"):
+            assert option.stem in proc.stdout, option
