@@ -213,7 +213,12 @@ def add_selection_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m eval.convert", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m eval.convert",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  python -m eval.convert outputs/verl_math_recipes/my_run/checkpoints\n  python -m eval.convert RUN/checkpoints/global_step_100 --force",
+    )
     p.add_argument("checkpoint", help="CHECKPOINT_ROOT (holding global_step_N/), or one global_step_N folder")
     add_selection_arguments(p)
     p.add_argument("--force", action="store_true", help="convert again even if already converted")

@@ -201,7 +201,12 @@ def log_to_tensorboard(folder: Path, step: int, summary: dict) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m eval.iterate", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m eval.iterate",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  python -m eval.iterate outputs/verl_math_recipes/my_run/checkpoints\n  python -m eval.iterate RUN/checkpoints --watch --until-step 500   # beside a live run\n(docs/eval.md)",
+    )
     p.add_argument("checkpoint_root", help="a run's checkpoints/ folder (holding global_step_N/)")
     add_selection_arguments(p)
     p.add_argument("--results-root", help="results per step, table and plot (default: eval/ beside it)")

@@ -137,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "folders, or their steps.json): one panel per benchmark and per average, one colour per run, "
         "a band of one standard deviation over the repeats. Re-plots from the results files; "
         "evaluates nothing.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  python -m eval.plot runs/grpo/eval runs/ta_grpo/eval --labels GRPO,TA-GRPO --out compare.png",
     )
     p.add_argument(
         "results", nargs="+", help="eval.iterate results folders (holding steps.json), or steps.json files"

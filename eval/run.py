@@ -518,7 +518,12 @@ def eval_kwargs(args: argparse.Namespace) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m eval.run", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m eval.run",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  python -m eval.run --model outputs/run/hf/global_step_100\n  python -m eval.run --model MODEL --benchmarks aime24,math500 --decoding sample --n 16\n(docs/eval.md)",
+    )
     p.add_argument("--model", required=True, help="a HuggingFace model folder")
     p.add_argument(
         "--out", help="results folder (default results/<model folder name>); never inside the model"

@@ -170,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="the templates, their families and format rules")
     show = sub.add_parser("show", help="print one template's prompt as the model sees it")
-    show.add_argument("name")
+    show.add_argument("name", help="a template name (see `list`)")
     show.add_argument("--question", required=True)
     how = show.add_mutually_exclusive_group(required=True)
     how.add_argument("--tokenizer", metavar="PATH", help="a HF tokenizer (local folder or hub id)")

@@ -640,7 +640,12 @@ def ensure_data(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m recipes.data", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m recipes.data",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  python -m recipes.data toy_arithmetic\n  python -m recipes.data prepare math_l3to5\n  python -m recipes.data validate $RECIPES_CACHE/data/math/train.parquet\n(docs/data.md)",
+    )
     sub = parser.add_subparsers(dest="cmd", required=True)
     toy = sub.add_parser("toy_arithmetic", help="generate the toy arithmetic dataset")
     toy.add_argument(
@@ -660,10 +665,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--seed", metavar="S", type=int, default=TOY_SEED, help="random seed (default %(default)s)"
     )
     prep = sub.add_parser("prepare", help="download a real dataset and write it in our schema")
-    prep.add_argument("name", choices=sorted(DATASETS))
+    prep.add_argument("name", choices=sorted(DATASETS), help="the dataset to download and convert")
     prep.add_argument("--out", metavar="DIR", help="output directory (default $RECIPES_CACHE/data/NAME)")
     val = sub.add_parser("validate", help="check parquet files against the schema")
-    val.add_argument("files", metavar="FILE", nargs="+")
+    val.add_argument("files", metavar="FILE", nargs="+", help="parquet files to check against the row schema")
     args = parser.parse_args(argv)
 
     try:

@@ -673,6 +673,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m recipes.rephrase",
         description="Fill the `rephrasings` column of a parquet file with N LLM rephrasings per question "
         "(TA-GRPO), through an OpenAI-compatible endpoint. See docs/rephrase.md.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  python -m recipes.rephrase --input $RECIPES_CACHE/data/math/train.parquet \\\n"
+        "      --output $RECIPES_CACHE/data/math_rephrased/train.parquet --n 3 \\\n"
+        "      --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen2.5-7B-Instruct",
     )
     p.add_argument("--input", required=True, metavar="IN.parquet", help="rows in the project's schema")
     p.add_argument("--output", required=True, metavar="OUT.parquet", help="written atomically at the end")

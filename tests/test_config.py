@@ -504,7 +504,11 @@ def test_a_finished_run_is_recognised_before_anything_starts(tmp_path):
 
 def test_help_is_a_short_usage_with_examples_and_every_group_option():
     proc = subprocess.run(
-        [sys.executable, "-m", "recipes.train", "--help"], cwd=REPO, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "recipes.train", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0 and proc.stderr == ""
     lines = proc.stdout.splitlines()
