@@ -316,6 +316,22 @@ def check_model(cfg: DictConfig) -> None:
             )
 
 
+def check_attention(cfg: DictConfig) -> None:
+    """verl loads the actor with FlashAttention 2 unless told otherwise, which needs the flash-attn
+    package (not a dependency of verl[vllm]: it builds against the CUDA toolkit of torch)."""
+    key = "actor_rollout_ref.model.override_config.attn_implementation"
+    impl = _get(cfg, key) or "flash_attention_2"  # verl's default
+    if impl == "flash_attention_2":
+        import importlib.util
+
+        if importlib.util.find_spec("flash_attn") is None:
+            raise ConfigError(
+                f"{key}={impl} needs the flash-attn package, which is not installed: `pip install "
+                "flash-attn --no-build-isolation` (builds against torch's CUDA, with nvcc), or run with "
+                f"+{key}=sdpa actor_rollout_ref.model.use_remove_padding=false (docs/running.md)."
+            )
+
+
 def check_data(cfg: DictConfig) -> None:
     """Every data file exists and follows our row schema (docs/data.md)."""
     from recipes.data import DataError, validate_parquet
@@ -420,6 +436,7 @@ def run(cfg: DictConfig) -> Path:
             check_config(cfg)
             prepare(cfg)
             check_model(cfg)
+            check_attention(cfg)
             check_data(cfg)
         before_ray = pre.read_text(errors="replace")
     finally:
