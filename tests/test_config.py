@@ -350,7 +350,17 @@ def test_ta_grpo_presets_for_the_papers_four_models(model):
     cfg = compose(["experiment=ta_grpo_math", f"model={model}"])
     check_config(cfg)
     actor, rollout = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
-    assert (cfg.data.train_batch_size, actor.ppo_mini_batch_size, rollout.n) == (256, 128, 32)
+    # the authors' script: 256 rows of (question, rephrasing) = 64 questions, warm-up and cosine
+    assert (cfg.data.train_batch_size, actor.ppo_mini_batch_size, rollout.n) == (64, 32, 32)
+    assert (actor.optim.lr_warmup_steps_ratio, actor.optim.lr_scheduler_type) == (0.1, "cosine")
+    paper = compose(["experiment=ta_grpo_math_256q", f"model={model}"])
+    check_config(paper)
+    p = paper.actor_rollout_ref.actor
+    assert (paper.data.train_batch_size, p.ppo_mini_batch_size, p.optim.lr_scheduler_type) == (
+        256,
+        128,
+        "constant",
+    )
     assert (cfg.data.max_prompt_length, cfg.data.max_response_length, cfg.trainer.total_epochs) == (
         512,
         3072,
@@ -365,6 +375,8 @@ def test_ta_grpo_presets_for_the_papers_four_models(model):
         b = compose([f"experiment={base}", f"model={model}"])
         check_config(b)
         assert b.actor_rollout_ref.rollout.n == 8 and "ta_grpo" not in b.recipes.methods
+        # as many responses a step as TA-GRPO's: 256 questions x 8 = 64 x 32
+        assert b.data.train_batch_size * 8 == cfg.data.train_batch_size * 32
         assert b.algorithm.filter_groups.enable == base.endswith("_ds_math")
 
 
