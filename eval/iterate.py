@@ -18,7 +18,9 @@ For each selected `global_step_N` (in step order):
      and the plot RESULTS_ROOT/accuracy_vs_step.png (every benchmark and both averages against the
      step, one standard deviation over runs as a band; `python -m eval.plot` overlays several runs);
   4. when the run logged to TensorBoard (its tensorboard/ folder; or --tensorboard DIR), add the
-     newly evaluated step's accuracies there as eval/<benchmark> and eval/<average>, at the step.
+     newly evaluated step's accuracies there as eval/<benchmark> and eval/<average>, at the step;
+     when it logged to wandb (its wandb/ folder; or --wandb-dir), resume that wandb run by its id
+     and log them there, against `eval/training_step` (online or offline, as the run was).
 At the end it prints the table and the best step by each average (ties: the earliest step).
 
 --watch keeps polling CHECKPOINT_ROOT (every --poll-s seconds) for new checkpoints of a run still
@@ -188,16 +190,67 @@ def log_to_tensorboard(folder: Path, step: int, summary: dict) -> None:
     `eval/per-question average` at the training step, beside the training run's own curves."""
     from torch.utils.tensorboard import SummaryWriter
 
+    writer = SummaryWriter(str(folder))
+    try:
+        for name, value in eval_scalars(summary).items():
+            writer.add_scalar(name, value, step)
+    finally:
+        writer.close()
+
+
+def eval_scalars(summary: dict) -> dict[str, float]:
+    """`eval/<benchmark>`, `eval/per-benchmark average`, `eval/per-question average` in %."""
     values = {name: b.get("accuracy") for name, b in summary["benchmarks"].items() if b.get("complete")}
     values["per-benchmark average"] = (summary.get("per_benchmark_average") or {}).get("accuracy")
     values["per-question average"] = (summary.get("per_question_average") or {}).get("accuracy")
-    writer = SummaryWriter(str(folder))
+    return {f"eval/{k}": 100 * v["mean"] for k, v in values.items() if v and v.get("mean") is not None}
+
+
+def run_project(folder: Path) -> str:
+    """trainer.project_name from the run's resolved config (recipes.train writes config.yaml)."""
+    import yaml
+
     try:
-        for name, acc in values.items():
-            if acc and acc.get("mean") is not None:
-                writer.add_scalar(f"eval/{name}", 100 * acc["mean"], step)
+        return str(yaml.safe_load((folder / "config.yaml").read_text())["trainer"]["project_name"])
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return "verl_math_recipes"
+
+
+def wandb_run(folder: Path) -> tuple[str, str] | None:
+    """(run id, mode) of the newest wandb run under `folder`/wandb (verl's wandb logger writes there
+    when WANDB_DIR is the run's folder, as recipes.train sets it), or None."""
+    runs = sorted((folder / "wandb").glob("*run-*-*"), key=lambda p: p.name.split("run-", 1)[1])
+    runs = [r for r in runs if r.is_dir() and r.name.startswith(("run-", "offline-run-"))]
+    if not runs:
+        return None
+    name = runs[-1].name
+    return name.rsplit("-", 1)[1], "offline" if name.startswith("offline-") else "online"
+
+
+def log_to_wandb(folder: Path, project: str, step: int, summary: dict) -> bool:
+    """A step's accuracies into the training run's wandb run (resumed by id), against
+    `eval/training_step`. False when the run has no wandb folder."""
+    found = wandb_run(folder)
+    if found is None:
+        return False
+    import wandb
+
+    run_id, mode = found
+    run = wandb.init(
+        id=run_id,
+        project=project,
+        dir=str(folder),
+        resume="allow",
+        mode=mode,
+        settings=wandb.Settings(silent=True),
+    )
+    try:
+        run.define_metric("eval/training_step")
+        run.define_metric("eval/*", step_metric="eval/training_step")
+        run.log({**eval_scalars(summary), "eval/training_step": step})
     finally:
-        writer.close()
+        run.finish()
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -225,6 +278,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="TensorBoard folder that gets each newly evaluated step's accuracies as eval/<benchmark> "
         "(default auto: the run's tensorboard/ folder when training logged there; none: off)",
     )
+    p.add_argument(
+        "--wandb-dir",
+        default="auto",
+        help="folder holding the training run's wandb/ runs: each newly evaluated step is logged to "
+        "the newest one, resumed by its id (default auto: the run's own folder; none: off)",
+    )
+    p.add_argument(
+        "--wandb-project",
+        help="wandb project of that run (default: trainer.project_name of the run's config.yaml)",
+    )
     add_eval_arguments(p)
     args = p.parse_args(argv)
 
@@ -232,6 +295,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     tensorboard = None if args.tensorboard == "none" else Path(args.tensorboard)
     if args.tensorboard == "auto":
         tensorboard = root.parent / "tensorboard" if (root.parent / "tensorboard").is_dir() else None
+    wandb_dir = None if args.wandb_dir == "none" else Path(args.wandb_dir)
+    if args.wandb_dir == "auto":
+        wandb_dir = root.parent if wandb_run(root.parent) else None
+    wandb_project = args.wandb_project or run_project(root.parent)
     hf_root = Path(args.hf_root).resolve() if args.hf_root else default_hf_root(root)
     results_root = Path(args.results_root).resolve() if args.results_root else default_results_root(root)
     try:
@@ -298,6 +365,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     return 2
                 if tensorboard is not None:
                     log_to_tensorboard(tensorboard, step, summary)
+                if wandb_dir is not None:
+                    log_to_wandb(wandb_dir, wandb_project, step, summary)
             handled.add(step)
             progress = True
             avg_b, avg_q = summary["per_benchmark_average"], summary["per_question_average"]

@@ -93,3 +93,63 @@ def test_eval_results_reach_the_training_runs_tensorboard(tmp_path):
     ]
     points = [(e.step, round(e.value, 4)) for e in events.Scalars("eval/per-question average")]
     assert points == [(20, 40.0), (40, 50.0)]
+
+
+def wandb_history(path: Path) -> list[dict]:
+    """The history rows of an offline wandb run file (a leveldb-style log of protobuf records)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data, pos, block, buf, rows = path.read_bytes(), 7, 32768, b"", []  # 7: magic, key, version
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        if left < 7:
+            pos += left
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        pos += 7
+        buf += data[pos : pos + length]
+        pos += length
+        if kind in (1, 4):  # a FULL record, or the LAST piece of one
+            record = pb.Record()
+            record.ParseFromString(buf)
+            buf = b""
+            if record.WhichOneof("record_type") == "history":
+                rows.append(
+                    {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in record.history.item}
+                )
+    return rows
+
+
+@pytest.mark.slow  # starts wandb's service twice
+def test_eval_results_reach_the_training_runs_wandb_run(tmp_path, monkeypatch):
+    """A run that logged to wandb offline into its folder (as verl's logger does with WANDB_DIR set
+    by recipes.train): the eval results are logged to that same run, resumed by its id, against
+    eval/training_step."""
+    import wandb
+
+    from eval.iterate import log_to_wandb, run_project, wandb_run
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    for var in ("WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR"):  # nothing in ~/.cache
+        monkeypatch.setenv(var, str(tmp_path / "wandb_home"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.yaml").write_text("trainer:\n  project_name: proj\n")
+    assert wandb_run(tmp_path) is None and not log_to_wandb(tmp_path, "proj", 20, {"benchmarks": {}})
+    train = wandb.init(
+        project="proj", dir=str(tmp_path), mode="offline", settings=wandb.Settings(silent=True)
+    )
+    train.log({"critic/score/mean": 0.5}, step=20)
+    train.finish()
+    assert wandb_run(tmp_path) == (train.id, "offline") and run_project(tmp_path) == "proj"
+    summary = {
+        "benchmarks": {"math500": {"complete": True, "accuracy": {"mean": 0.42}}},
+        "per_benchmark_average": {"accuracy": {"mean": 0.42}},
+        "per_question_average": {"accuracy": {"mean": 0.4}},
+    }
+    assert log_to_wandb(tmp_path, "proj", 20, summary)
+    runs = sorted((tmp_path / "wandb").glob(f"offline-run-*-{train.id}"))
+    assert len(runs) == 2  # the training run, and its resumption by eval.iterate
+    rows = wandb_history(runs[-1] / f"run-{train.id}.wandb")
+    assert len(rows) == 1
+    assert rows[0]["eval/training_step"] == 20 and rows[0]["eval/math500"] == pytest.approx(42.0)
+    assert rows[0]["eval/per-question average"] == pytest.approx(40.0)
