@@ -219,8 +219,8 @@ def run_project(folder: Path) -> str:
 def wandb_run(folder: Path) -> tuple[str, str] | None:
     """(run id, mode) of the newest wandb run under `folder`/wandb (verl's wandb logger writes there
     when WANDB_DIR is the run's folder, as recipes.train sets it), or None."""
-    runs = sorted((folder / "wandb").glob("*run-*-*"), key=lambda p: p.name.split("run-", 1)[1])
-    runs = [r for r in runs if r.is_dir() and r.name.startswith(("run-", "offline-run-"))]
+    runs = [p for kind in ("run-*", "offline-run-*") for p in (folder / "wandb").glob(kind) if p.is_dir()]
+    runs.sort(key=lambda p: p.name.split("run-", 1)[1])  # by start time, online or offline
     if not runs:
         return None
     name = runs[-1].name

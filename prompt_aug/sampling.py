@@ -68,10 +68,12 @@ def make_sampler(
     stray = sorted(set(weights) - set(names))
     if stray:
         raise TemplateError(f"weights names {stray}, which are not among the selected {names}")
-    w = [float(weights.get(n, 1.0)) for n in names]
-    bad = [n for n, x in zip(names, w, strict=True) if not x >= 0]
-    if bad:
-        raise TemplateError(f"weights.{bad[0]}={weights[bad[0]]!r}: expected a number >= 0")
+    w = []
+    for n in names:
+        value = weights.get(n, 1.0)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+            raise TemplateError(f"weights.{n}={value!r}: expected a number >= 0")
+        w.append(float(value))
     if sum(w) <= 0:
         raise TemplateError("weights: every selected template has weight 0")
     if seed < 0:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -66,3 +67,18 @@ def quiet(
             print(
                 f"--- last {len(lines)} lines of {log}:", *lines, "---", sep="\n", file=sys.stderr, flush=True
             )
+
+
+@contextlib.contextmanager
+def held(enabled: bool = True, expected: tuple[type[BaseException], ...] = ()) -> Iterator[list[str]]:
+    """`quiet` into a scratch file for output that has no run folder yet: the yielded list gets
+    the text once the block ends (normally or not), and the file is removed."""
+    fd, name = tempfile.mkstemp(prefix="recipes-", suffix=".log")
+    os.close(fd)
+    scratch, text = Path(name), []
+    try:
+        with quiet(scratch, enabled, expected):
+            yield text
+    finally:
+        text.append(scratch.read_text(errors="replace"))
+        scratch.unlink(missing_ok=True)

@@ -46,8 +46,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
+import ray
 import torch
+from omegaconf import OmegaConf
 from verl.single_controller.base.decorator import Dispatch, register
+from verl.trainer.ppo.utils import Role
+from verl.utils.debug import marked_timer
 from verl.workers.engine_workers import ActorRolloutRefWorker
 
 from recipes.method import Method, TrainerHooks
@@ -119,7 +123,6 @@ class ProRLSettings:
 
 def check(cfg, settings: ProRLSettings) -> None:
     """The reset copies the actor into the reference held by the same FSDP workers."""
-    from omegaconf import OmegaConf
 
     def get(key):
         return OmegaConf.select(cfg, key)
@@ -374,15 +377,11 @@ class ProRLHooks(TrainerHooks):
         self.early: str | None = None  # a validation trigger applied at the start of this step
 
     def setup_workers(self, trainer) -> None:
-        from verl.trainer.ppo.utils import Role
-
         if Role.ActorRolloutRef not in trainer.role_worker_mapping:
             raise ProRLError(
                 f"ProRL resets a reference held by the actor's workers; this run's roles are "
                 f"{sorted(map(str, trainer.role_worker_mapping))} (KL loss off, LoRA, or a separate reference)"
             )
-        import ray
-
         trainer.role_worker_mapping[Role.ActorRolloutRef] = ray.remote(ProRLWorker)
 
     def on_train_begin(self, trainer) -> None:
@@ -401,8 +400,6 @@ class ProRLHooks(TrainerHooks):
         metrics.update(self.ctl.metrics(trainer.global_steps, trigger or self.early))
 
     def _reset(self, trainer, step: int, trigger: str, timing_raw: dict) -> None:
-        from verl.utils.debug import marked_timer
-
         with marked_timer("prorl_reset", timing_raw, color="purple"):
             trainer.actor_rollout_wg.prorl_reset_reference(reset_optimizer=self.s.reset_optimizer)
         kl = self.ctl.last_kl
@@ -423,8 +420,6 @@ class ProRLHooks(TrainerHooks):
             self.ctl.save(folder)
 
     def save(self, trainer, folder: str) -> None:
-        from verl.utils.debug import marked_timer
-
         self.ctl.save(folder)
         if self.ctl.state.resets:
             with marked_timer("prorl_snapshot", trainer.timing_raw, color="purple"):

@@ -98,11 +98,15 @@ def load(cls: type, values: Mapping | None, section: str):
         raise ConfigError(f"{section}: {exc}") from None
 
 
+def _default(f: dataclasses.Field) -> Any:
+    return f.default if f.default is not dataclasses.MISSING else f.default_factory()
+
+
 def describe(cls: type, section: str) -> list[str]:
     """One line per setting: key, default, range, help, paper."""
     lines = []
     for f in dataclasses.fields(cls):
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        default = _default(f)
         check = f" ({f.metadata['check']})" if f.metadata.get("check") else ""
         paper = f" [{f.metadata['paper']}]" if f.metadata.get("paper") else ""
         lines.append(f"  {section}.{f.name} = {default!r}{check}: {f.metadata.get('help', '')}{paper}")
@@ -130,7 +134,7 @@ def markdown(sections: list[tuple[str, str, type]]) -> str:
         ]
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            default = _default(f)
             allowed = " ".join(x for x in (_type_name(hints[f.name]), f.metadata.get("check")) if x)
             default = (
                 "null" if default is None else str(default).lower() if isinstance(default, bool) else default

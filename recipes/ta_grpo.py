@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+from omegaconf import OmegaConf
 
 from recipes.method import Method, Samples, TrainerHooks
 from recipes.settings import ConfigError, setting
@@ -79,8 +80,6 @@ class TASettings:
 
 
 def check(cfg, ta: TASettings) -> None:
-    from omegaconf import OmegaConf
-
     def get(key):
         return OmegaConf.select(cfg, key)
 

@@ -28,7 +28,6 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -36,7 +35,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from recipes.console import quiet
+from recipes.console import held, quiet
 from recipes.settings import ConfigError
 
 LOCAL_MODELS = ("tiny", "smollm2_135m")  # built by recipes.models, no hub access
@@ -427,20 +426,13 @@ def run(cfg: DictConfig) -> Path:
     """Validate, prepare, train. Returns the metrics file. Unless recipes.verbose, what verl, Ray
     and vLLM print goes to `<output_dir>/logs/<launch time>.log` (recipes/console.py)."""
     verbose = bool(_get(cfg, "recipes.verbose"))
-    fd, pre = tempfile.mkstemp(prefix="recipes-train-", suffix=".log")
-    os.close(fd)
-    pre = Path(pre)
-    try:
-        with quiet(pre, enabled=not verbose, expected=(ConfigError,)):
-            check_verl_seam()
-            check_config(cfg)
-            prepare(cfg)
-            check_model(cfg)
-            check_attention(cfg)
-            check_data(cfg)
-        before_ray = pre.read_text(errors="replace")
-    finally:
-        pre.unlink(missing_ok=True)
+    with held(enabled=not verbose, expected=(ConfigError,)) as before_ray:
+        check_verl_seam()
+        check_config(cfg)
+        prepare(cfg)
+        check_model(cfg)
+        check_attention(cfg)
+        check_data(cfg)
 
     out = Path(_get(cfg, "recipes.output_dir"))
     ckpt = Path(_get(cfg, "trainer.default_local_dir"))
@@ -460,7 +452,7 @@ def run(cfg: DictConfig) -> Path:
     log = out / "logs" / f"{stamp}.log"
     metrics.parent.mkdir(parents=True, exist_ok=True)
     log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text(before_ray)
+    log.write_text("".join(before_ray))
     _save_resolved(cfg, out / "config.yaml")
     os.environ["VERL_FILE_LOGGER_PATH"] = str(metrics)
     # verl's TensorBoard and wandb loggers write under the current directory unless told; keep
@@ -611,17 +603,13 @@ def check_overrides(args: list[str], verbose: bool = False) -> None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    fd, scratch = tempfile.mkstemp(prefix="recipes-compose-", suffix=".log")
-    os.close(fd)
     try:
-        with quiet(Path(scratch), enabled=not verbose, expected=(HydraException, OmegaConfBaseException)):
+        with held(enabled=not verbose, expected=(HydraException, OmegaConfBaseException)):
             compose(args)
     except (HydraException, OmegaConfBaseException) as exc:
         text = str(exc).split("Config search path", 1)[0]  # where Hydra looked: noise here
         print(f"config error: {' '.join(text.split())[:600]}", file=sys.stderr, flush=True)
         sys.exit(2)
-    finally:
-        os.unlink(scratch)
 
 
 VERBOSE_FLAGS = ("-v", "--verbose")
