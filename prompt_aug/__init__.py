@@ -3,6 +3,6 @@
   templates.py   the 13 templates and format rules (data in templates.json), rendering, CLI
   sampling.py    which template each rollout gets: a pure function of (seed, epoch, row, rollout)
 
-The agent loop that applies them in training is recipes/agent_loop.py; the format score is added
-to accuracy by the grader (rewards/format.py).
+The agent loop that applies them in training is recipes/agent_loop.py; the training reward
+(recipes/reward.py) adds the template's format score to accuracy.
 """

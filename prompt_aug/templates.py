@@ -21,7 +21,8 @@ that refuses a system turn (Gemma-style) gets the system text at the head of the
 
 `show` prints the prompt exactly as the model sees it, byte for byte when piped (with `--tokenizer`,
 through that tokenizer's chat template; with `--chatml`, through plain ChatML, loading nothing).
-Importing this module registers every template's format rule with the grader (rewards/format.py).
+Each template carries its format rule (`Template.rule`); `format_score(name, response)` applies it.
+The training reward adds it to accuracy in one place, recipes/reward.py.
 """
 
 from __future__ import annotations
@@ -34,13 +35,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rewards.format import FormatRule, register_format_rule
-
 DATA_FILE = Path(__file__).with_name("templates.json")
 
 
 class TemplateError(ValueError):
     """A template name, family or tokenizer that prompt augmentation cannot use."""
+
+
+@dataclass(frozen=True)
+class FormatRule:
+    """A template's format rule: the response earns `weight` for each substring that occurs in it
+    EXACTLY once (the authors' rule); a rule with no checks always earns 1.0."""
+
+    checks: tuple[tuple[str, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        for item in self.checks:
+            if len(item) != 2 or not isinstance(item[0], str) or not item[0]:
+                raise ValueError(f"format check {item!r} must be a (non-empty substring, weight) pair")
+        total = sum(w for _, w in self.checks)
+        if self.checks and not 0.0 < total <= 1.0 + 1e-9:
+            raise ValueError(f"format check weights must sum to (0, 1], got {total}")
+
+    def score(self, response: str) -> float:
+        """In [0, 1]: the summed weights of the substrings that occur exactly once."""
+        if not self.checks:
+            return 1.0
+        return float(sum(weight for sub, weight in self.checks if response.count(sub) == 1))
 
 
 @dataclass(frozen=True)
@@ -69,7 +90,10 @@ def _load() -> tuple[dict[str, Template], dict[str, str]]:
             raise TemplateError(f"{DATA_FILE}: template {t['name']!r} has unknown family {t['family']!r}")
         if t["name"] in templates:
             raise TemplateError(f"{DATA_FILE}: template {t['name']!r} appears twice")
-        rule = register_format_rule(t["name"], [(s, w) for s, w in t["format_checks"]])
+        try:
+            rule = FormatRule(tuple((s, float(w)) for s, w in t["format_checks"]))
+        except ValueError as exc:
+            raise TemplateError(f"{DATA_FILE}: template {t['name']!r}: {exc}") from None
         templates[t["name"]] = Template(
             t["name"], t["family"], t["system"], t["user_suffix"], t["assistant_prefix"], rule
         )
@@ -85,6 +109,11 @@ def get(name: str) -> Template:
         return TEMPLATES[name]
     except KeyError:
         raise TemplateError(f"unknown template {name!r}; known: {', '.join(TEMPLATES)}") from None
+
+
+def format_score(name: str, response: str) -> float:
+    """The format score in [0, 1] of `response` under template `name` (TemplateError if unknown)."""
+    return get(name).rule.score(response)
 
 
 def select(spec: str | Sequence[str] = "all") -> list[str]:

@@ -5,7 +5,7 @@ rollout workers, reward loop), loaded through our `verl.plugins` entry point on 
   vLLM's CPU build answering for "vllm"  recipes/cpu_vllm.py (first, before verl imports vLLM)
   CPU patches             recipes/cpu_platform.py (applied when VERL_PLATFORM=cpu)
   trainer "recipes_sync"  recipes/trainer.py
-  reward "math_pool"      rewards/verl_manager.py
+  reward "math_pool"      recipes/reward.py
   agent loop "recipes_prompt_variants"  recipes/agent_loop.py
   policy losses "cw_grpo[-seqlogp][-allpos][-grad]"  recipes/cw_grpo.py
   worker ProRLWorker (not a registry: recipes_sync swaps it in)  recipes/prorl.py
@@ -189,8 +189,8 @@ class PlatformCPU(PlatformBase):
 import recipes.agent_loop  # noqa: E402,F401
 import recipes.cpu_platform  # noqa: E402,F401
 import recipes.cw_grpo  # noqa: E402,F401
+import recipes.reward  # noqa: E402,F401
 import recipes.trainer  # noqa: E402,F401
-import rewards.verl_manager  # noqa: E402,F401
 
 VERL_VERSION = "0.9.1"  # pyproject pins it; the extension points above are this version's
 

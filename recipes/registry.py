@@ -10,6 +10,9 @@ A method is a module that owns everything about it:
 and a configs/method/<name>.yaml with the verl keys it sets. `recipes.train` and the trainer loop
 over the active methods; adding one is a module, a YAML and a line below (docs/adding_a_method.md).
 
+    python -m recipes.registry              every setting: key, default, range, meaning, paper
+    python -m recipes.registry --markdown   the same as docs/settings.md
+
 Which methods are active: Hydra records no choice for a list group like `method=[dapo,prorl]`, so
 each configs/method/<name>.yaml marks itself with `recipes.methods.<name>: true`, and `active`
 reads those marks.
@@ -19,8 +22,9 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
+from recipes import cw_grpo, prompt_augmentation, prorl, reward, ta_grpo
 from recipes.method import Method
-from recipes.settings import ConfigError, load
+from recipes.settings import ConfigError, describe, load, markdown
 
 
 def _baseline(name: str, summary: str) -> Method:
@@ -68,8 +72,6 @@ def trainer_hooks(cfg) -> list:
 
 
 def _registry() -> dict[str, Method]:
-    from recipes import cw_grpo, prompt_augmentation, prorl, ta_grpo
-
     methods = [
         _baseline("grpo", "GRPO (Shao et al. 2024, DeepSeekMath eq. 3)"),
         _baseline("dapo", "DAPO (Yu et al. 2025, arXiv 2503.14476)"),
@@ -83,3 +85,33 @@ def _registry() -> dict[str, Method]:
 
 
 REGISTRY: dict[str, Method] = _registry()
+
+
+def sections() -> list[tuple[str, str, type]]:
+    """Every settings dataclass: the training reward's, then the registered methods'."""
+    methods = [(m.summary, f"recipes.{m.name}", m.settings) for m in REGISTRY.values() if m.settings]
+    return [("The training reward (recipes/reward.py)", reward.SECTION, reward.RewardSettings), *methods]
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m recipes.registry",
+        description="Every setting of the training reward and of each method: key, default, allowed "
+        "range, meaning and paper.",
+        epilog="example: python -m recipes.registry --markdown > docs/settings.md",
+    )
+    parser.add_argument(
+        "--markdown", action="store_true", help="print docs/settings.md instead of plain text"
+    )
+    args = parser.parse_args(argv)
+    if args.markdown:
+        print(markdown(sections()), end="")
+        return
+    for title, section, cls in sections():
+        print(f"{title}\n" + "\n".join(describe(cls, section)))
+
+
+if __name__ == "__main__":
+    main()

@@ -15,7 +15,7 @@ How it maps onto verl (docs/cpu_platform.md#groups-and-prompt-variants-in-verl):
 With prompt augmentation on, a rollout's template applies to whichever question it shows; anchoring
 swaps only the question text.
 
-Settings (`recipes.ta_grpo`): `TASettings` below; `python -m recipes.settings` lists them.
+Settings (`recipes.ta_grpo`): `TASettings` below; `python -m recipes.registry` lists them.
 """
 
 from __future__ import annotations

@@ -63,8 +63,6 @@ NUMBERS: tuple[tuple[str, type, str], ...] = (  # key, type, allowed range
     ("trainer.total_training_steps", int, ">= 1"),  # null: epochs x batches
     ("trainer.n_gpus_per_node", int, ">= 1"),
     ("trainer.nnodes", int, ">= 1"),
-    ("reward.custom_reward_function.reward_kwargs.timeout_s", float, "> 0"),
-    ("reward.custom_reward_function.reward_kwargs.num_workers", int, ">= 1"),
 )
 _IN_RANGE = {
     ">= 1": lambda x: x >= 1,
@@ -121,6 +119,9 @@ def validate(cfg: DictConfig) -> None:
                 f"{group}: choose one (`{group}=NAME`, NAME a file in {choices}) or an experiment preset."
             )
     _check_methods(cfg)
+    from recipes import reward
+
+    reward.settings(cfg)  # the reward's settings (types, ranges, the overlong buffer)
 
     n = int(_get(cfg, "actor_rollout_ref.rollout.n"))
     if n < 2:
@@ -635,7 +636,7 @@ examples:
 
 groups:
   experiment  {names("experiment")}
-  method      a list: one baseline, then any methods ({names("method")}; python -m recipes.settings)
+  method      a list: one baseline, then any methods ({names("method")}; python -m recipes.registry)
   model       {names("model")}
   data        {names("data")}
   platform    {names("platform")}
@@ -643,7 +644,7 @@ groups:
 common keys:
   trainer.total_training_steps=N  trainer.save_freq=N  trainer.test_freq=N  trainer.logger=[console,file,wandb]
   data.train_batch_size=N  actor_rollout_ref.rollout.n=N  actor_rollout_ref.actor.optim.lr=X
-  recipes.output_dir=DIR  recipes.<method>.<setting>=V  (every method setting: python -m recipes.settings)
+  recipes.output_dir=DIR  recipes.<method>.<setting>=V  (every method setting: python -m recipes.registry)
 
   -v, --verbose   print everything verl, Ray and vLLM print (default: the run's log file)
   --hydra-help    Hydra's own help (every config group and key)

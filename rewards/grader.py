@@ -2,7 +2,7 @@
 
 `compute_score` has verl's reward-function signature; `grade_batch` grades a whole training step
 in parallel; `Grader.submit` returns a future (the verl reward manager in
-`rewards.verl_manager` awaits it). All three share one process-wide `Grader`.
+`recipes.reward` awaits it). All three share one process-wide `Grader`.
 
 How it stays bounded
 --------------------
@@ -28,11 +28,10 @@ as pickled bytes the trainer process never unpickles) and each response costs on
 `verify` task.
 
 Result of one sample (fixed keys, so verl can stack them into arrays):
-  score        acc + format_weight * format_score when a template with a format rule is named
-               in `extra_info["template"]`, else acc
+  score        = acc (verl's reward functions return a `score`; the training reward, with format
+               and length terms, is recipes/reward.py's)
   acc          1.0 if the extracted answer is equivalent to the ground truth, else 0.0
   pred         the extracted answer ("" if none)
-  format_score the template's format score in [0, 1] (0.0 when no template is named)
   timed_out    True if grading hit the time limit
   status       ok | no_answer | timeout | error | bad_ground_truth
   latency_s    wall time of grading this sample
@@ -56,7 +55,6 @@ import pebble
 
 from rewards import _mathverify
 from rewards.extract import Mode, clean_answer, extract_answer, normalize_ground_truth, numeric_value, to_text
-from rewards.format import format_score_for
 
 DEFAULT_TIMEOUT_S = 5.0
 ENV_WORKERS = "RECIPES_GRADER_WORKERS"
@@ -211,20 +209,11 @@ class Grader:
         return fut
 
     # ------------------------------------------------------------------ grading
-    def submit(
-        self,
-        solution_str: Any,
-        ground_truth: Any,
-        extra_info: dict | None = None,
-        mode: Mode = "lenient",
-        format_weight: float = 1.0,
-    ) -> Future:
+    def submit(self, solution_str: Any, ground_truth: Any, mode: Mode = "lenient") -> Future:
         """Grade one response; the future's result is the dict described in the module doc."""
         t0 = time.perf_counter()
         text = to_text(solution_str)
         out: Future = Future()
-
-        fmt = format_score_for(extra_info, text)
         try:
             golds = normalize_ground_truth(ground_truth)
         except (TypeError, ValueError):
@@ -234,10 +223,9 @@ class Grader:
 
         def finish(acc: bool, status: str) -> None:
             result = {
-                "score": float(acc) + (format_weight * fmt if fmt is not None else 0.0),
+                "score": float(acc),
                 "acc": float(acc),
                 "pred": pred,
-                "format_score": float(fmt) if fmt is not None else 0.0,
                 "timed_out": status == "timeout",
                 "status": status,
                 "latency_s": time.perf_counter() - t0,
@@ -287,20 +275,12 @@ class Grader:
         self,
         solutions: Sequence[Any],
         ground_truths: Sequence[Any],
-        extra_infos: Sequence[dict | None] | None = None,
         mode: Mode = "lenient",
-        format_weight: float = 1.0,
     ) -> list[dict]:
         """Grade many responses at once, in parallel over the pool, in input order."""
         if len(solutions) != len(ground_truths):
             raise ValueError(f"{len(solutions)} solutions but {len(ground_truths)} ground truths")
-        if extra_infos is not None and len(extra_infos) != len(solutions):
-            raise ValueError(f"{len(solutions)} solutions but {len(extra_infos)} extra_infos")
-        infos = extra_infos if extra_infos is not None else [None] * len(solutions)
-        futures = [
-            self.submit(s, g, extra_info=e, mode=mode, format_weight=format_weight)
-            for s, g, e in zip(solutions, ground_truths, infos, strict=True)
-        ]
+        futures = [self.submit(s, g, mode=mode) for s, g in zip(solutions, ground_truths, strict=True)]
         return [f.result() for f in futures]
 
     # ------------------------------------------------------------------ counters
@@ -336,7 +316,6 @@ def compute_score(
     mode: Mode = "lenient",
     timeout_s: float | None = None,
     num_workers: int | None = None,
-    format_weight: float = 1.0,
     **kwargs: Any,
 ) -> dict:
     """verl's reward-function entry point (`reward.custom_reward_function.path=pkg://rewards`,
@@ -345,25 +324,19 @@ def compute_score(
     mode           `lenient` (training; boxed, then "the answer is", then last number) or
                    `boxed` (evaluation; only a boxed answer counts).
     timeout_s      time limit per math-verify task (default 5 s or $RECIPES_GRADER_TIMEOUT_S).
-    format_weight  scale of the template format score (prompt augmentation; 0 = no-format ablation).
-    Other verl keyword arguments (reward_router_address, ...) are accepted and ignored.
+    `extra_info` and other verl keyword arguments (reward_router_address, ...) are accepted and
+    ignored: the score is correctness alone (the training reward is recipes/reward.py's).
     """
-    grader = get_grader(num_workers, timeout_s)
-    return grader.grade(
-        solution_str, ground_truth, extra_info=extra_info, mode=mode, format_weight=format_weight
-    )
+    return get_grader(num_workers, timeout_s).grade(solution_str, ground_truth, mode=mode)
 
 
 def grade_batch(
     solutions: Sequence[Any],
     ground_truths: Sequence[Any],
-    extra_infos: Sequence[dict | None] | None = None,
     *,
     mode: Mode = "lenient",
     timeout_s: float | None = None,
     num_workers: int | None = None,
-    format_weight: float = 1.0,
 ) -> list[dict]:
     """Grade a whole batch in parallel with the process-wide grader."""
-    grader = get_grader(num_workers, timeout_s)
-    return grader.grade_batch(solutions, ground_truths, extra_infos, mode=mode, format_weight=format_weight)
+    return get_grader(num_workers, timeout_s).grade_batch(solutions, ground_truths, mode=mode)

@@ -354,7 +354,7 @@ def test_orphaned_shm_files_are_removed_and_held_ones_kept():
     assert held not in shm_files()  # its owner unlinked it on exit
 
 
-FIRST_IMPORTS = ("recipes.cpu_platform", "recipes.trainer", "rewards.verl_manager", "recipes.plugins")
+FIRST_IMPORTS = ("recipes.cpu_platform", "recipes.trainer", "recipes.reward", "recipes.plugins")
 
 
 @pytest.mark.slow  # a fresh interpreter (or several) importing verl

@@ -15,7 +15,6 @@ import pytest
 from prompt_aug import templates as T
 from prompt_aug.sampling import TemplateSampler, make_sampler
 from prompt_aug.templates import TemplateError
-from rewards.format import FORMAT_RULES
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = json.loads((Path(__file__).parent / "fixtures" / "prompt_aug_reference.json").read_text())[
@@ -156,7 +155,7 @@ def test_every_template_with_checks_has_a_conforming_example():
 
 @pytest.mark.parametrize("name", sorted(CONFORMING))
 def test_format_rule_scores_conforming_missing_and_repeated_parts(name):
-    rule = FORMAT_RULES[name]
+    rule = T.get(name).rule
     response = CONFORMING[name]
     assert rule.score(response) == pytest.approx(1.0)
     for part, weight in rule.checks:
@@ -171,23 +170,23 @@ def test_format_rule_scores_conforming_missing_and_repeated_parts(name):
 @pytest.mark.parametrize("name", [n for n, t in T.TEMPLATES.items() if not t.rule.checks])
 def test_template_without_checks_always_earns_one(name):
     for response in ("", "\\boxed{-4}", "<think></think><think>"):
-        assert FORMAT_RULES[name].score(response) == 1.0
+        assert T.format_score(name, response) == 1.0
 
 
-def test_grader_adds_weighted_format_score_to_accuracy(grader):
-    ok = grader.submit(CONFORMING["open-r1"], "-4", extra_info={"template": "open-r1"}).result()
+def test_training_reward_adds_weighted_format_score_to_accuracy(grader):
+    from recipes.reward import training_reward
+
+    def reward(response: str, weight: float = 1.0) -> dict:
+        grade = grader.grade(response, "-4")
+        return training_reward(grade, T.format_score("open-r1", response), 0.0, weight)
+
+    ok = reward(CONFORMING["open-r1"])
     assert (ok["acc"], ok["format_score"], ok["score"]) == (1.0, 1.0, 2.0)
-    half = grader.submit(
-        CONFORMING["open-r1"].replace("<answer>", ""),
-        "-4",
-        extra_info={"template": "open-r1"},
-        format_weight=0.5,
-    ).result()
+    half = reward(CONFORMING["open-r1"].replace("<answer>", ""), 0.5)
     assert half["format_score"] == pytest.approx(0.75) and half["score"] == pytest.approx(1.0 + 0.5 * 0.75)
-    ablation = grader.submit(
-        CONFORMING["open-r1"], "-4", extra_info={"template": "open-r1"}, format_weight=0.0
-    )
-    assert ablation.result()["score"] == 1.0
+    assert reward(CONFORMING["open-r1"], 0.0)["score"] == 1.0  # the no-format ablation
+    with pytest.raises(TemplateError, match="unknown template 'nope'"):
+        T.format_score("nope", "x")
 
 
 # ------------------------------------------------------------------------------- sampling

@@ -108,8 +108,7 @@ def check_prompt_aug(cache, out, records: list[dict], steps: list[int]) -> None:
     from transformers import AutoTokenizer
 
     from prompt_aug.sampling import make_sampler
-    from prompt_aug.templates import prompt_ids
-    from rewards.format import FORMAT_RULES
+    from prompt_aug.templates import format_score, prompt_ids
 
     tok = AutoTokenizer.from_pretrained(cache / "models" / "tiny")
     rows = pq.read_table(cache / "data" / "toy_arithmetic" / "train.parquet").to_pylist()
@@ -125,7 +124,7 @@ def check_prompt_aug(cache, out, records: list[dict], steps: list[int]) -> None:
                 prompt_ids(r["template"], question[r["row"]], tok), skip_special_tokens=True
             )
             assert r["input"] == rendered
-            fmt = FORMAT_RULES[r["template"]].score(r["output"])
+            fmt = format_score(r["template"], r["output"])
             assert r["format_score"] == fmt
             assert r["score"] == pytest.approx(r["acc"] + fmt)
         groups: dict[str, set] = {}

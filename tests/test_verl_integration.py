@@ -24,7 +24,7 @@ def test_entry_point_registers_manager_in_a_fresh_interpreter():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.strip() == "rewards.verl_manager"
+    assert out.stdout.strip() == "recipes.reward"
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ def test_load_reward_manager_and_grade(tokenizer):
 
     manager = load_reward_manager(_config(mode="boxed", timeout_s=2.0, num_workers=2), tokenizer)
     assert type(manager).__name__ == "PooledMathRewardManager"
-    assert manager.mode == "boxed"
+    assert manager.settings.mode == "boxed"
     responses = ["so \\boxed{0.75}", "the answer is 3/4", "\\boxed{9^{9^{9^9}}}", "\\boxed{12}"]
     golds = ["3/4", "3/4", "1", "['12']"]
     data = _dataproto(tokenizer, responses, golds, [{"index": i} for i in range(4)])
@@ -131,7 +131,7 @@ def test_dapo_overlong_shaping_matches_the_papers_formula(tokenizer):
 def test_overlong_buffer_longer_than_the_response_fails_clearly(tokenizer):
     from verl.trainer.ppo.reward import load_reward_manager
 
-    with pytest.raises(ValueError, match="overlong_buffer_len=64 must be in"):
+    with pytest.raises(ValueError, match="overlong_buffer_len=64 must be in"):  # before Ray: recipes.train
         load_reward_manager(_config(overlong_buffer_len=64), tokenizer)
 
 
@@ -159,7 +159,7 @@ def test_template_from_the_agent_loop_adds_its_format_score(tokenizer):
 def test_unknown_reward_kwarg_fails_clearly(tokenizer):
     from verl.trainer.ppo.reward import load_reward_manager
 
-    with pytest.raises(ValueError, match=r"unknown keys \['timeout'\]"):
+    with pytest.raises(ValueError, match=r"unknown settings \['timeout'\]"):
         load_reward_manager(_config(timeout=3), tokenizer)
 
 
