@@ -22,22 +22,18 @@ Row schema (every file; `ROW_SCHEMA` is the pyarrow schema all writers use)
 | `prompt`       | list[{role: str, content: str}]         | chat messages, optional system first, last one |
 |                |                                         | `user`: question + `INSTRUCTION`               |
 | `ability`      | str                                     | always "math"                                  |
-| `reward_model` | {style: str, ground_truth: str}         | style "rule"; ground_truth == `answer`         |
-| `extra_info`   | {index: int, split: str,                | index: row number in the file (unique);        |
-|                |  question: str, answer: str}            | split: "train" / "test"; question, answer: as  |
-|                |                                         | the top-level columns                          |
-| `question`     | str                                     | the raw question, no instruction (ours)        |
-| `answer`       | str                                     | the ground truth (ours)                        |
-| `rephrasings`  | list[str]                               | LLM rephrasings of `question` for TA-GRPO;     |
+| `reward_model` | {style: str, ground_truth: str}         | style "rule"; ground_truth: the answer         |
+| `extra_info`   | {index: int, split: str, question: str} | index: row number in the file (unique);        |
+|                |                                         | split: "train" / "test"; question: the raw     |
+|                |                                         | question, without the instruction              |
+| `rephrasings`  | list[str]                               | LLM rephrasings of the question for TA-GRPO;   |
 |                |                                         | empty here, filled later (ours)                |
 
 verl's RLHFDataset reads `prompt` (chat template applied by the rollout), `data_source`,
 `reward_model.ground_truth` and `extra_info.index`, and passes every other column through to the
-batch. Its reward functions get only `(data_source, solution_str, ground_truth, extra_info)`, so the
-question and answer are also in `extra_info`: a reward or a method that needs the question (format
-rewards, TA-GRPO) finds it there. `validate_parquet` checks the copies agree. Other modules may add
-keys to `extra_info` (the reward manager adds each rollout's prompt-augmentation `template`); the
-validator allows extra keys and columns.
+batch; its reward functions get `(data_source, solution_str, ground_truth, extra_info)`. Each fact
+is stored once: the answer as the ground truth, the raw question in `extra_info` (where the agent
+loop and TA-GRPO read it). The validator allows extra keys and columns.
 
 Datasets (`DATASETS`; ids from the dataset cards, see docs/data.md)
 -------------------------------------------------------------------
@@ -94,16 +90,15 @@ ROW_SCHEMA = pa.schema(
                     ("index", pa.int64()),
                     ("split", pa.string()),
                     ("question", pa.string()),
-                    ("answer", pa.string()),
                 ]
             ),
         ),
-        ("question", pa.string()),
-        ("answer", pa.string()),
         ("rephrasings", pa.list_(pa.string())),
     ]
 )
-"""The arrow schema of every file we write: fixed types, so any two of our files concatenate."""
+"""The arrow schema of every file we write: fixed types, so any two of our files concatenate. The
+answer is stored once (`reward_model.ground_truth`), the raw question once (`extra_info.question`,
+besides the prompt that wraps it)."""
 
 COLUMNS: tuple[str, ...] = tuple(ROW_SCHEMA.names)
 
@@ -151,9 +146,7 @@ def make_row(
         "prompt": make_prompt(question, system),
         "ability": ABILITY,
         "reward_model": {"style": "rule", "ground_truth": answer},
-        "extra_info": {"index": index, "split": split, "question": question, "answer": answer},
-        "question": question,
-        "answer": answer,
+        "extra_info": {"index": index, "split": split, "question": question},
         "rephrasings": list(rephrasings),
     }
 
@@ -217,20 +210,15 @@ def _validate_columns(columns: Mapping[str, list], n_rows: int, source: str, pre
         raise DataError(source, None, None, "no rows")
     seen_index: dict[int, int] = {}
     for i in range(n_rows):
-        for col in ("data_source", "ability", "question", "answer"):
+        for col in ("data_source", "ability"):
             _check_str(source, i, col, columns[col][i])
         _check_prompt(source, i, columns["prompt"][i])
-        question, answer = columns["question"][i], columns["answer"][i]
 
         rm = columns["reward_model"][i]
         if not isinstance(rm, Mapping):
             raise DataError(source, i, "reward_model", f"expected a dict, got {_type_name(rm)}")
         _check_str(source, i, "reward_model", rm.get("style"), "style")
         _check_str(source, i, "reward_model", rm.get("ground_truth"), "ground_truth")
-        if rm.get("ground_truth") != answer:
-            raise DataError(
-                source, i, "reward_model", f"ground_truth {rm.get('ground_truth')!r} != answer {answer!r}"
-            )
 
         ei = columns["extra_info"][i]
         if not isinstance(ei, Mapping):
@@ -243,9 +231,7 @@ def _validate_columns(columns: Mapping[str, list], n_rows: int, source: str, pre
         seen_index[index] = i
         if ei.get("split") not in SPLITS:
             raise DataError(source, i, "extra_info", f"split {ei.get('split')!r} is not one of {SPLITS}")
-        for key, top in (("question", question), ("answer", answer)):
-            if ei.get(key) != top:
-                raise DataError(source, i, "extra_info", f"{key} {ei.get(key)!r} != column {key} {top!r}")
+        _check_str(source, i, "extra_info", ei.get("question"), "question")
 
         reph = columns["rephrasings"][i]
         if not isinstance(reph, list | tuple):
@@ -340,7 +326,7 @@ def read_meta(path: str | os.PathLike) -> dict:
 # ----------------------------------------------------------------------------------------------
 # toy_arithmetic
 
-TOY_VERSION = 2  # bump when the generator changes: ensure_data then regenerates old files
+TOY_VERSION = 3  # bump when the generator or the schema changes: ensure_data then regenerates old files
 TOY_N_TRAIN, TOY_N_TEST, TOY_SEED = 2000, 200, 0  # the defaults of the CLI and ensure_data
 TOY_MAX_QUESTIONS = 6000
 """Most questions (train + test) one toy set may ask for: 11,301 distinct questions exist, and
@@ -418,7 +404,7 @@ def write_toy_arithmetic(
     for split, pairs in (("test", test), ("train", train)):  # train last: its presence means done
         rows = make_rows(pairs, data_source="toy_arithmetic", split=split)
         for row in rows:
-            row["rephrasings"] = toy_rephrasings(row["question"])
+            row["rephrasings"] = toy_rephrasings(row["extra_info"]["question"])
         meta = {"name": "toy_arithmetic", "split": split, "rows": len(rows), "params": params}
         paths.append(write_rows(rows, out / f"{split}.parquet", meta))
     return paths[1], paths[0]

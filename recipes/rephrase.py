@@ -786,9 +786,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"note: ${args.api_key_env} is not set; sending requests without a real API key", file=sys.stderr
         )
 
-    keys = [cache_key(r["question"], args.model, args.n) for r in rows]
+    keys = [cache_key(r["extra_info"]["question"], args.model, args.n) for r in rows]
     records = load_cache(cache_path)
-    questions = {k: r["question"] for k, r in zip(keys, rows, strict=True)}
+    questions = {k: r["extra_info"]["question"] for k, r in zip(keys, rows, strict=True)}
     todo = {k: q for k, q in questions.items() if k not in records}
     cached = len(questions) - len(todo)
     client = Client(
@@ -844,7 +844,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out_rows = []
     for row, key in zip(rows, keys, strict=True):
         new = dict(row)
-        new["rephrasings"] = fill(row["question"], records[key]["rephrasings"][: args.n], args.n)
+        new["rephrasings"] = fill(questions[key], records[key]["rephrasings"][: args.n], args.n)
         out_rows.append(new)
     meta = {
         "tool": "recipes.rephrase",

@@ -55,20 +55,23 @@ def test_toy_splits_are_disjoint_and_answers_correct(tmp_path):
     train_path, test_path = data.write_toy_arithmetic(tmp_path, n_train=1500, n_test=200, seed=3)
     train, test = pq.read_table(train_path).to_pylist(), pq.read_table(test_path).to_pylist()
     assert (len(train), len(test)) == (1500, 200)
-    train_q, test_q = [r["question"] for r in train], [r["question"] for r in test]
+    train_q, test_q = (
+        [r["extra_info"]["question"] for r in train],
+        [r["extra_info"]["question"] for r in test],
+    )
     assert len(set(train_q)) == len(train_q) and len(set(test_q)) == len(test_q)
     assert not set(train_q) & set(test_q)
     two_step = 0
     for split, rows in (("train", train), ("test", test)):
         for i, row in enumerate(rows):
-            q = row["question"]
+            q = row["extra_info"]["question"]
             assert q.startswith("What is ") and q.endswith("?"), q
             expr = q[len("What is ") : -1]
             value = _evaluate(expr)
             assert 0 <= value <= 200, q
-            assert row["answer"] == str(value) == row["reward_model"]["ground_truth"], q
+            assert row["reward_model"]["ground_truth"] == str(value), q
             assert row["prompt"] == [{"role": "user", "content": q + data.INSTRUCTION}]
-            assert row["extra_info"] == {"index": i, "split": split, "question": q, "answer": str(value)}
+            assert row["extra_info"] == {"index": i, "split": split, "question": q}
             assert row["data_source"] == "toy_arithmetic"
             assert row["rephrasings"] == [
                 f"Compute {expr}.",
@@ -131,12 +134,13 @@ def test_verl_rlhf_dataset_loads_generated_file(tmp_path, chat_tokenizer, monkey
     expected = pq.read_table(train_path).to_pylist()
     item = ds[5]
     assert item["raw_prompt"] == expected[5]["prompt"]
-    assert item["reward_model"]["ground_truth"] == expected[5]["answer"]
-    assert item["index"] == 5 and item["extra_info"]["question"] == expected[5]["question"]
-    assert item["question"] == expected[5]["question"]
+    assert item["reward_model"]["ground_truth"] == expected[5]["reward_model"]["ground_truth"]
+    assert item["index"] == 5 and item["extra_info"]["question"] == expected[5]["extra_info"]["question"]
     assert list(item["rephrasings"]) == expected[5]["rephrasings"] and len(expected[5]["rephrasings"]) == 3
     batch = collate_fn([ds[i] for i in range(4)])
-    assert list(batch["answer"]) == [r["answer"] for r in expected[:4]]
+    assert [rm["ground_truth"] for rm in batch["reward_model"]] == [
+        r["reward_model"]["ground_truth"] for r in expected[:4]
+    ]
     rendered = chat_tokenizer.apply_chat_template(
         item["raw_prompt"], add_generation_prompt=True, tokenize=False
     )
@@ -163,8 +167,20 @@ def _set_nested(row, column, key, value):
 
 ROW_FAULTS = [
     # (name, row, column, message fragment, mutate the row)
-    ("empty question", 2, "question", "is empty", lambda r: _set(r, "question", "  ")),
-    ("null answer", 1, "answer", "got null", lambda r: _set(r, "answer", None)),
+    (
+        "empty question",
+        2,
+        "extra_info",
+        "question: is empty",
+        lambda r: _set_nested(r, "extra_info", "question", "  "),
+    ),
+    (
+        "null answer",
+        1,
+        "reward_model",
+        "ground_truth: expected a string, got null",
+        lambda r: _set_nested(r, "reward_model", "ground_truth", None),
+    ),
     (
         "empty ground truth",
         3,
@@ -196,7 +212,6 @@ ROW_FAULTS = [
     ),
     ("bad split", 3, "extra_info", "split 'val'", lambda r: _set_nested(r, "extra_info", "split", "val")),
     ("repeated index", 4, "extra_info", "repeats row 0", lambda r: _set_nested(r, "extra_info", "index", 0)),
-    ("stale copy", 2, "extra_info", "question", lambda r: _set_nested(r, "extra_info", "question", "other")),
     ("empty rephrasing", 1, "rephrasings", "is empty", lambda r: _set(r, "rephrasings", [""])),
     ("empty data_source", 0, "data_source", "is empty", lambda r: _set(r, "data_source", "")),
 ]
@@ -219,10 +234,14 @@ def test_validator_names_file_row_and_column(tmp_path, fault):
 def test_validator_wrong_column_types_and_missing_columns(tmp_path):
     """Files written by hand (pandas-style inferred types): the whole column has the wrong type."""
     cases = {
-        "answer": ([{**r, "answer": i} for i, r in enumerate(_good_rows())], 0, "expected a string, got int"),
+        "ability": (
+            [{**r, "ability": i} for i, r in enumerate(_good_rows())],
+            0,
+            "expected a string, got int",
+        ),
         "prompt": ([{**r, "prompt": "What?"} for r in _good_rows()], 0, "chat messages, got str"),
         "extra_info": (
-            [{**r, "extra_info": {"split": "train", "question": r["question"]}} for r in _good_rows()],
+            [{**r, "extra_info": {"split": "train", "question": "q"}} for r in _good_rows()],
             0,
             "index: expected an int, got null",
         ),
@@ -261,11 +280,11 @@ def _write_invalid_utf8(path: Path, rows: list[dict], marker: str = "ZQX") -> No
     path.write_bytes(raw.replace(marker.encode(), b"\xff" + marker[1:].encode()))
 
 
-@pytest.mark.parametrize("column", ["question", "prompt"])
+@pytest.mark.parametrize("column", ["extra_info", "prompt"])
 def test_invalid_utf8_names_file_row_and_column_in_every_reader(tmp_path, column):
     rows = _good_rows(6)
-    if column == "question":
-        rows[4]["question"] += "ZQX"
+    if column == "extra_info":
+        rows[4]["extra_info"]["question"] += "ZQX"
     else:
         rows[4]["prompt"][-1]["content"] += "ZQX"
     bad = tmp_path / "bad.parquet"
@@ -315,8 +334,8 @@ def test_write_is_atomic_and_validates_first(tmp_path):
     data.write_rows(_good_rows(), path)
     before = path.read_bytes()
     bad = _good_rows()
-    bad[2]["answer"] = ""
-    with pytest.raises(DataError, match="row 2, column 'answer'"):
+    bad[2]["reward_model"]["ground_truth"] = ""
+    with pytest.raises(DataError, match="row 2, column 'reward_model'"):
         data.write_rows(bad, path)
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.parquet"]  # no temporary file left
@@ -399,7 +418,8 @@ def test_build_prepared_drops_unusable_and_test_questions(tmp_path):
         }
     ]
     train, test, counts = data.build_prepared("open_rs", train_raw, test_raw)
-    assert [(r["question"], r["answer"]) for r in train] == [("What is 1+1?", "2"), ("Big", "7")]
+    pairs = [(r["extra_info"]["question"], r["reward_model"]["ground_truth"]) for r in train]
+    assert pairs == [("What is 1+1?", "2"), ("Big", "7")]
     assert counts == {
         "train_source": 4,
         "train_unusable": 1,
@@ -503,12 +523,12 @@ def test_cli_toy_validate_and_errors(tmp_path):
     assert f"{test}: ok, 12 rows" in ok.stdout
 
     rows = pq.read_table(train).to_pylist()
-    rows[7]["question"] = ""
+    rows[7]["extra_info"]["question"] = ""
     bad = tmp_path / "bad.parquet"
     pq.write_table(pa.Table.from_pylist(rows, schema=data.ROW_SCHEMA), bad)
     fail = _cli("validate", str(train), str(bad))
     assert fail.returncode == 1
-    assert f"{bad}, row 7, column 'question': is empty" in fail.stderr
+    assert f"{bad}, row 7, column 'extra_info': question: is empty" in fail.stderr
     assert "Traceback" not in fail.stderr
 
     assert _cli("prepare", "nope").returncode == 2  # argparse: not a known dataset

@@ -354,8 +354,8 @@ def test_clean_run(server, infile, tmp_path, capsys, monkeypatch):
         reph = row["rephrasings"]
         assert len(reph) == 3
         for i, r in enumerate(reph):
-            assert rp.check_rephrasing(row["question"], r, reph[:i]) is None
-        assert reph == [good(row["question"], i) for i in range(3)]
+            assert rp.check_rephrasing(row["extra_info"]["question"], r, reph[:i]) is None
+        assert reph == [good(row["extra_info"]["question"], i) for i in range(3)]
 
     assert len(server.log) == 6 and {e["question"] for e in server.log} == set(QUESTIONS)
     for e in server.log:
@@ -537,7 +537,7 @@ def test_resume_asks_only_for_missing_questions(server, infile, tmp_path, capsys
     assert sorted(e["question"] for e in server.log) == sorted(set(QUESTIONS) - done)
     assert "this run: asked 4 question(s) (2 from the cache)" in captured.out
     rows = pq.read_table(out).to_pylist()
-    by_q = {r["question"]: r["rephrasings"] for r in rows}
+    by_q = {r["extra_info"]["question"]: r["rephrasings"] for r in rows}
     for r in kept:
         assert by_q[r["question"]] == r["rephrasings"]
     assert all(len(r["rephrasings"]) == 3 for r in rows)
@@ -661,7 +661,7 @@ def test_too_many_filled_questions_fail_and_the_cache_writes_them_later(server, 
     assert run(server, infile, out, "--max-rounds", "1", "--max-filled", "1") == 0
     assert server.log == []  # from the cache
     rows = pq.read_table(out).to_pylist()
-    assert [r["rephrasings"] == [r["question"]] * 3 for r in rows] == [True] * 4 + [False] * 2
+    assert [r["rephrasings"] == [r["extra_info"]["question"]] * 3 for r in rows] == [True] * 4 + [False] * 2
 
 
 def test_a_key_given_as_the_variable_name_is_never_echoed(infile, tmp_path, capsys):

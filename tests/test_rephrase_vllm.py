@@ -110,9 +110,9 @@ def test_rephrase_cli_against_vllms_openai_server(endpoint, tmp_path, monkeypatc
     assert len(cache) == len(QUESTIONS)
     for row in pq.read_table(out).to_pylist():
         assert len(row["rephrasings"]) == 3
-        accepted = next(r["rephrasings"] for r in cache if r["question"] == row["question"])
+        accepted = next(r["rephrasings"] for r in cache if r["question"] == row["extra_info"]["question"])
         for i, text in enumerate(accepted):  # what the model wrote and our validator accepted
-            assert rp.check_rephrasing(row["question"], text, accepted[:i]) is None
-        filled = rp.fill(row["question"], accepted[:3], 3)
+            assert rp.check_rephrasing(row["extra_info"]["question"], text, accepted[:i]) is None
+        filled = rp.fill(row["extra_info"]["question"], accepted[:3], 3)
         assert row["rephrasings"] == filled
     print(f"acceptance on {len(QUESTIONS)} questions: {c['acceptance_rate']:.2f}; rejected {c['rejected']}")
