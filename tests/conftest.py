@@ -88,11 +88,30 @@ def copy_checkpoints(src: Path, dst: Path, upto: int) -> None:
 # An entropy bonus gives every step a gradient, even one whose groups all tie on reward: every step
 # after the first then samples from weights the previous update changed.
 ENTROPY_BONUS = "actor_rollout_ref.actor.entropy_coeff=0.01"
-# the reference run: 8 rows, 4 per step, so step 3 is the first of epoch 1; the longest template
-# is 276 tiny-tokenizer tokens; validation at step 3 on 4 test rows
+# The reference run: GRPO with three methods on top, each checked from its rollout dump and metrics
+# (tests/test_train_e2e.py): prompt augmentation with a template per rollout; TA-GRPO* (each
+# variant anchored on its own prompt, one group per variant); ProRL resetting every 2 steps. 8
+# rows, 4 per step, 4 steps: steps 3 and 4 are epoch 1; validation at steps 3 and 4 on 4 test
+# rows. Greedy rollouts (top-k 1) make a resumed step regenerate the uninterrupted run's
+# responses, so its KL can be compared number for number. The longest template is 276
+# tiny-tokenizer tokens.
+REFERENCE_METHODS = "grpo,prompt_aug,ta_grpo,prorl"
+REFERENCE_STEPS = 4
 REFERENCE = (
     ENTROPY_BONUS,
     "recipes.prompt_aug.sampling=per_rollout",
+    "recipes.ta_grpo.anchor=own",
+    "recipes.ta_grpo.groups=per_variant",
+    # TA-GRPO* generates with the prompt it trains on, so the rollout's log-probs are comparable
+    # with the actor's (tests/test_train_e2e.py checks the weight sync with them)
+    "actor_rollout_ref.rollout.calculate_log_probs=true",
+    "recipes.prorl.reset_every=2",
+    "actor_rollout_ref.rollout.top_k=1",
+    # vLLM's log-probs before top-k (verl's default gives the processed ones: 0 under top-k 1),
+    # which the actor's recomputation must match
+    "actor_rollout_ref.rollout.logprobs_mode=raw_logprobs",
+    "actor_rollout_ref.actor.optim.lr=1e-3",
+    "actor_rollout_ref.actor.kl_loss_coef=0.001",
     "data.max_prompt_length=320",
     "data.train_max_samples=8",
     "trainer.total_epochs=2",
@@ -128,17 +147,20 @@ def smollm2_model(recipes_cache) -> Path:
 def e2e(recipes_cache, tiny_model, tmp_path_factory) -> SimpleNamespace:
     """Training runs of the session: `e2e.train(out, method, steps, *overrides)` with one
     model/data cache (`e2e.cache`) for all of them, and `e2e.reference()`, the one uninterrupted
-    run that several tests share: method=[grpo,prompt_aug], 3 steps, a checkpoint with verl's HF
-    weights after each (tests/test_train_e2e.py checks and resumes it, tests/test_eval_e2e.py
-    evaluates its checkpoints)."""
+    run that several tests share (REFERENCE above), with a checkpoint with verl's HF weights after
+    each step (tests/test_train_e2e.py checks and resumes it, tests/test_eval_e2e.py evaluates its
+    checkpoints). `e2e.train_reference(out, steps)` launches it with the same settings."""
     cache = recipes_cache
     reference: list = []
+
+    def train_reference(out: Path, steps: int = REFERENCE_STEPS) -> subprocess.CompletedProcess:
+        extra = (*REFERENCE, f"trainer.validation_data_dir={out}/val", "trainer.logger=[file,tensorboard]")
+        return train(cache, out, REFERENCE_METHODS, steps, *extra)
 
     def reference_run() -> tuple[Path, subprocess.CompletedProcess]:
         if not reference:
             out = tmp_path_factory.mktemp("reference")
-            extra = (*REFERENCE, f"trainer.validation_data_dir={out}/val")
-            reference.append((out, train(cache, out, "grpo,prompt_aug", 3, *extra)))
+            reference.append((out, train_reference(out)))
         return reference[0]
 
     return SimpleNamespace(
@@ -146,7 +168,7 @@ def e2e(recipes_cache, tiny_model, tmp_path_factory) -> SimpleNamespace:
         train=lambda out, method, steps, *extra: train(cache, out, method, steps, *extra),
         copy_checkpoints=copy_checkpoints,
         reference=reference_run,
-        reference_args=REFERENCE,
+        train_reference=train_reference,
         entropy_bonus=ENTROPY_BONUS,
     )
 

@@ -1,12 +1,15 @@
-"""scripts/bench/learning.py end to end on two steps of the tiny model (the benchmark itself runs
-SmolLM2 for half an hour per method; this checks its plumbing): the held-out file, the step-0
-evaluation, one training launch through verl's trainer and vLLM, eval.iterate over both
-checkpoints (the transformers backend here: each vLLM engine costs a minute), summary.json, the
-table and the plot; a rerun trains and generates nothing again. About 4 minutes on 2 cores
-(40 held-out questions)."""
+"""scripts/bench/learning.py end to end on the tiny model (the benchmark itself runs SmolLM2 for
+half an hour per method; this checks its plumbing): the held-out file, the step-0 evaluation,
+eval.iterate over two checkpoints (the transformers backend here: each vLLM engine costs a minute),
+summary.json, the table and the plot; a rerun generates nothing again. The training launch is the
+session's reference run (tests/conftest.py: its checkpoints of steps 1 and 2 and its metrics are
+copied in and the method marked trained, which learning.py then keeps as finished); the launch
+learning.py would make for every method is checked before Ray by recipes.train's own checks, in
+the second test. About 1 minute on 2 cores (40 held-out questions) after the reference run."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +17,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.vllm, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(1200)]
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "bench" / "learning.py"
@@ -27,8 +30,18 @@ def bench(out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1100)
 
 
-def test_learning_bench_on_two_steps_of_the_tiny_model(recipes_cache, tiny_model, tmp_path):
+def trained_by_the_reference_run(e2e, run: Path) -> None:
+    """`run` as learning.py leaves a trained method: checkpoints, metrics, train.done."""
+    reference, _ = e2e.reference()
+    e2e.copy_checkpoints(reference, run, upto=2)
+    shutil.copytree(reference / "metrics", run / "metrics")
+    (run / "train.done").write_text(json.dumps({"wall_s": 100.0}))
+
+
+def test_learning_bench_on_two_steps_of_the_tiny_model(e2e, tmp_path):
+    recipes_cache = e2e.cache
     out = tmp_path / "learning"
+    trained_by_the_reference_run(e2e, out / "runs" / "grpo")
     proc = bench(out, recipes_cache)
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
 
@@ -56,6 +69,7 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(recipes_cache, tiny_model
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     assert proc.stdout.strip().splitlines()[-1].startswith(f"done: {out}/summary.json")
 
+    assert "grpo: training" not in proc.stdout  # trained already
     # a rerun keeps what is finished: no training launch, no generation
     again = bench(out, recipes_cache)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -74,3 +88,21 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(recipes_cache, tiny_model
     assert "cw_grpo: not finished yet; left out" in report.stdout
     assert json.loads((out / "summary.json").read_text()) == {"grpo": rerun}
     assert (out / "runs" / "grpo" / "eval.log").read_text() == eval_log_before
+
+
+@pytest.mark.parametrize("method", ["grpo", "prompt_aug", "ta_grpo", "cw_grpo", "prorl"])
+def test_every_methods_training_launch_passes_the_checks_before_ray(method, tmp_path):
+    """The overrides learning.py launches recipes.train with, for the benchmark's own model and
+    steps: the config composes and passes ours and verl's checks."""
+    import importlib.util
+
+    from recipes.train import check_config, compose
+
+    spec = importlib.util.spec_from_file_location("learning", SCRIPT)
+    learning = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(learning)
+    overrides = learning.train_overrides(["experiment=learning_cpu"], method, 30, 10, tmp_path / method)
+    cfg = compose(overrides)
+    check_config(cfg)
+    assert cfg.trainer.total_training_steps == 30 and cfg.trainer.save_freq == 10
+    assert cfg.recipes.methods[method] and cfg.recipes.methods["grpo"]

@@ -60,6 +60,18 @@ def method_list(method: str) -> str:
     return "[grpo]" if method == "grpo" else f"[grpo,{method}]"
 
 
+def train_overrides(base: list[str], method: str, steps: int, eval_every: int, run: Path) -> list[str]:
+    """The `recipes.train` overrides of one method's training launch."""
+    return [
+        *base,
+        f"method={method_list(method)}",
+        f"trainer.total_training_steps={steps}",
+        f"trainer.save_freq={eval_every}",
+        f"recipes.output_dir={run}",
+        *METHOD_OVERRIDES[method],
+    ]
+
+
 def run_logged(cmd: list[str], log: Path, env: dict | None = None) -> float:
     """Run `cmd` with its output in `log`; seconds it took. Exits with the log's tail on failure."""
     start = time.time()
@@ -186,13 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         if timing_file.exists():
             train_s = json.loads(timing_file.read_text())["wall_s"]
         else:
-            cmd = [sys.executable, "-m", "recipes.train", *base, f"method={method_list(method)}"]
-            cmd += [
-                f"trainer.total_training_steps={args.steps}",
-                f"trainer.save_freq={args.eval_every}",
-                f"recipes.output_dir={run}",
-                *METHOD_OVERRIDES[method],
-            ]
+            cmd = [sys.executable, "-m", "recipes.train"]
+            cmd += train_overrides(base, method, args.steps, args.eval_every, run)
             print(f"{method}: training {args.steps} steps ...", flush=True)
             env = {**os.environ, "RAY_DEDUP_LOGS": "0"}
             train_s = run_logged(cmd, run / "train.log", env)
