@@ -15,13 +15,12 @@ gets an explicit size instead (`kv_cache_memory_bytes`, default 512 MiB); the en
 torch.compile warm-up, minutes on a few cores), warms up on a batch of `max_num_batched_tokens`
 (default 1,024 on a CPU: smaller starts faster; prefill is chunked) and loads float32 weights unless
 `dtype` says otherwise (bf16 checkpoints are upcast, as with transformers). vLLM's files stay out of
-the home folder: on a CPU, vLLM's cache and IPC sockets go to a temporary folder removed on `close`
-(unless VLLM_CACHE_ROOT / VLLM_RPC_BASE_PATH are set), usage statistics are off (unless
+the home folder: on a CPU, vLLM's IPC sockets go to a temporary folder removed on `close` and its
+cache to `$RECIPES_CACHE/vllm` (unless VLLM_RPC_BASE_PATH / VLLM_CACHE_ROOT are set), usage statistics are off (unless
 VLLM_NO_USAGE_STATS is set), and the /dev/shm files that the engine's killed processes leave behind
-are removed on `close`. torch inductor's cache stays where torch keeps it (/tmp/torchinductor_<user>
-or TORCHINDUCTOR_CACHE_DIR; its precompiled headers always in the former): the CPU worker compiles a
-few kernels and a header there even when eager, and a warm cache saves ~20 s of each engine's
-warm-up on 2 cores. vLLM's CPU build starts its engine in "spawn" processes, so a script that makes
+are removed on `close`. torch.compile is off on a CPU (`TORCHDYNAMO_DISABLE=1` unless set): vLLM's
+CPU sampler would compile one small function at every engine start, 11-13 s on 2 cores
+(recipes/cpu_vllm.py). vLLM's CPU build starts its engine in "spawn" processes, so a script that makes
 a backend needs an `if __name__ == "__main__":` guard.
 
 transformers (`HFBackend`): prompts sorted by length, left-padded batches of `batch_size`, one

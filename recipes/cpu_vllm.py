@@ -27,8 +27,8 @@ it and verl; the shims below fix the two that need code, configs/platform/cpu.ya
     explicit size in bytes instead (`engine_kwargs.vllm.kv_cache_memory_bytes`).
 
 Besides: vLLM's CPU attention takes head sizes 32-512 (the tiny model has head_dim 32); vLLM
-writes a compile cache under `~/.cache/vllm` unless `VLLM_CACHE_ROOT` is set (recipes.train
-points it at a temporary folder it removes); verl's weight sync goes through `/dev/shm` files on a
+writes its cache under `~/.cache/vllm` unless `VLLM_CACHE_ROOT` is set (recipes.train points it
+at `$RECIPES_CACHE/vllm`, `vllm_env` below); verl's weight sync goes through `/dev/shm` files on a
 CPU (no CUDA IPC), which recipes.train sweeps if a crash leaves one behind.
 
 tests/test_cpu_platform.py checks each shim against the installed verl and vLLM and fails loudly
@@ -157,15 +157,24 @@ def remove_orphans(new: set[str], wait_s: float = 15.0) -> list[str]:
     return removed
 
 
-def cache_env(root: str | os.PathLike) -> dict[str, str]:
-    """Environment that keeps vLLM's and HF datasets' files (caches, vLLM's ZMQ sockets, which its
-    killed processes leave in /tmp) under `root`, usage reports (~/.config/vllm) off, and vLLM's
-    CPU worker on every core: by default it keeps one core for its engine loop, which on 2 cores
-    halves its threads (SmolLM2-135M rollouts, scripts/bench/vllm_cpu_bench.py: 145 tokens/s with
-    the reserved core, 219 without)."""
+def vllm_env(root: str | os.PathLike) -> dict[str, str]:
+    """Environment for vLLM on a CPU: vLLM's ZMQ sockets (which its killed processes leave in /tmp)
+    and HF datasets' cache under `root`; vLLM's own cache in this project's cache folder
+    (`$RECIPES_CACHE/vllm`, not ~/.cache/vllm): without it vLLM inspects the model's class in a
+    fresh interpreter at every engine start, ~8 s on 2 cores; usage reports (~/.config/vllm) off;
+    vLLM's CPU worker on every core (by default it keeps one core for its engine loop, which on 2
+    cores halves its threads: SmolLM2-135M rollouts, scripts/bench/vllm_cpu_bench.py, 145 tokens/s
+    with the reserved core, 219 without); and torch.compile off. Even in eager mode vLLM's CPU
+    sampler compiles one small function (`compiled_random_sample`, a division and an argmax) with
+    torch.compile while the engine warms up: 11-13 s of every engine start on 2 cores (the tiny
+    model's engine starts in 1.5 s without it, 12.8 s with it), for no measurable speed-up of
+    sampling. Nothing else of a CPU run is compiled (the FSDP actor runs without torch.compile)."""
+    from recipes.data import cache_dir
+
     return {
+        "TORCHDYNAMO_DISABLE": "1",
         "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
-        "VLLM_CACHE_ROOT": f"{root}/vllm",
+        "VLLM_CACHE_ROOT": str(cache_dir() / "vllm"),
         "VLLM_RPC_BASE_PATH": str(root),
         "HF_DATASETS_CACHE": f"{root}/datasets",
         "VLLM_NO_USAGE_STATS": "1",
@@ -174,20 +183,16 @@ def cache_env(root: str | os.PathLike) -> dict[str, str]:
 
 
 class CPUSession:
-    """Around vLLM on a CPU (a training run, or one evaluation engine): `cache_env` pointed at a
+    """Around vLLM on a CPU (a training run, or one evaluation engine): `vllm_env` pointed at a
     temporary folder (each variable only where the user has not set it); `close` restores the
     environment, removes the folder, and removes the /dev/shm files named `orphan_prefixes` that
-    appeared meanwhile and that no live process holds. Idempotent.
-
-    Torch inductor's cache stays where torch keeps it (/tmp/torchinductor_<user>): vLLM's CPU
-    sampler compiles a few kernels even in eager mode, and a warm cache saves ~20 s of each
-    engine's start on 2 cores."""
+    appeared meanwhile and that no live process holds. Idempotent."""
 
     def __init__(self, orphan_prefixes: tuple[str, ...] = ("psm_",), prefix: str = "recipes-vllm-"):
         self.orphan_prefixes = orphan_prefixes
         self.shm_before = shm_files()
         self.root = tempfile.mkdtemp(prefix=prefix)
-        want = cache_env(self.root)
+        want = vllm_env(self.root)
         self.saved = {k: os.environ.get(k) for k in want}
         for k, v in want.items():
             if os.environ.get(k) is None:

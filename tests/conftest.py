@@ -120,10 +120,19 @@ REFERENCE = (
 )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def recipes_cache(tmp_path_factory) -> Path:
-    """The session's RECIPES_CACHE: models and data built once for every test that uses them."""
-    return tmp_path_factory.mktemp("recipes_cache")
+    """The session's RECIPES_CACHE: models and data built once for every test that uses them, and
+    vLLM's cache (recipes/cpu_vllm.py); set for the whole session, so no test writes to the user's
+    ~/.cache/verl_math_recipes."""
+    path = tmp_path_factory.mktemp("recipes_cache")
+    saved = os.environ.get("RECIPES_CACHE")
+    os.environ["RECIPES_CACHE"] = str(path)
+    yield path
+    if saved is None:
+        os.environ.pop("RECIPES_CACHE", None)
+    else:
+        os.environ["RECIPES_CACHE"] = saved
 
 
 @pytest.fixture(scope="session")

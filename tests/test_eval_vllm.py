@@ -149,8 +149,8 @@ def test_nothing_is_left_in_home_tmp_or_shm(vllm_run):
     assert vllm_run["proc"].returncode == 0, vllm_run["log"][-4000:]
     home = sorted(str(p.relative_to(vllm_run["home"])) for p in vllm_run["home"].rglob("*"))
     assert home == [], home  # no ~/.cache/vllm, no ~/.config/vllm/usage_stats.json
-    # vLLM's IPC sockets and cache folder removed; torch inductor's folder is torch's own cache, kept
-    # on purpose (eval/backends.py; its precompiled header always goes to $TMPDIR/torchinductor_<user>)
+    # vLLM's IPC sockets removed (its cache is in $RECIPES_CACHE/vllm, outside HOME); torch
+    # inductor's folder, if vLLM made one, is torch's own cache
     tmp = sorted(
         str(p.relative_to(vllm_run["tmp"]))
         for p in vllm_run["tmp"].rglob("*")
@@ -158,3 +158,5 @@ def test_nothing_is_left_in_home_tmp_or_shm(vllm_run):
     )
     assert tmp == [], tmp
     assert vllm_run["shm_left"] == set()
+    # vLLM's cache (what it learnt of the model's class) is kept in the project's cache for next time
+    assert list((Path(os.environ["RECIPES_CACHE"]) / "vllm" / "modelinfos").glob("*.json"))

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from recipes import rephrase as rp
-from recipes.cpu_vllm import cache_env
+from recipes.cpu_vllm import vllm_env
 from recipes.data import make_rows, read_meta, write_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.timeout(900)]
@@ -49,7 +49,8 @@ def endpoint(smollm2_model, tmp_path_factory):
     """vLLM's OpenAI-compatible server on a free loopback port; yields (base URL, its log)."""
     root = tmp_path_factory.mktemp("vllm_server")
     port = free_port()
-    env = {**os.environ, **cache_env(root / "cache")}
+    (root / "sockets").mkdir()
+    env = {**os.environ, **vllm_env(root / "sockets")}
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         env.pop(var, None)
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(smollm2_model)]
