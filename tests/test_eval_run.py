@@ -325,10 +325,11 @@ def test_vllm_backend_loads_engine_once_fake_vllm(tiny, tmp_path, grader, monkey
 
 def test_vllm_engine_settings_on_a_cpu_fake_vllm(tiny, monkeypatch):
     """On vLLM's CPU build: a KV cache of fixed size instead of a share of memory, eager, a small
-    warm-up batch, float32; vLLM's files in a temporary folder that `close` removes (the real
-    engine with these settings: tests/test_eval_vllm.py)."""
+    warm-up batch, float32, torch.compile off; vLLM's sockets in a temporary folder that `close`
+    removes, its cache in the project's (the real engine with these settings:
+    tests/test_eval_vllm.py)."""
     fake = FakeVLLM(cpu=True).install(monkeypatch)
-    for var in ("VLLM_CACHE_ROOT", "VLLM_RPC_BASE_PATH", "VLLM_NO_USAGE_STATS"):
+    for var in ("VLLM_CACHE_ROOT", "VLLM_RPC_BASE_PATH", "VLLM_NO_USAGE_STATS", "TORCHDYNAMO_DISABLE"):
         monkeypatch.delenv(var, raising=False)
     backend = make_backend("vllm", tiny, SMALL)
     engine = fake.engines[-1]
@@ -336,12 +337,11 @@ def test_vllm_engine_settings_on_a_cpu_fake_vllm(tiny, monkeypatch):
     assert engine["max_num_batched_tokens"] == 1024 and engine["dtype"] == "float32"
     assert "gpu_memory_utilization" not in engine
     root = Path(os.environ["VLLM_RPC_BASE_PATH"])
-    assert root.is_dir() and os.environ["VLLM_CACHE_ROOT"] == f"{root}/vllm"
-    assert os.environ["VLLM_NO_USAGE_STATS"] == "1"
+    assert root.is_dir() and os.environ["VLLM_CACHE_ROOT"] == f"{os.environ['RECIPES_CACHE']}/vllm"
+    assert os.environ["VLLM_NO_USAGE_STATS"] == "1" and os.environ["TORCHDYNAMO_DISABLE"] == "1"
     backend.close()
-    assert (
-        not root.exists() and "VLLM_CACHE_ROOT" not in os.environ and "VLLM_RPC_BASE_PATH" not in os.environ
-    )
+    assert not root.exists()
+    assert not {"VLLM_CACHE_ROOT", "VLLM_RPC_BASE_PATH", "TORCHDYNAMO_DISABLE"} & set(os.environ)
     backend.close()  # idempotent
 
     # the user's settings win: sizes, dtype, and a cache folder of their own (kept)

@@ -126,6 +126,7 @@ def measure(args: argparse.Namespace, name: str, tmp: Path) -> dict:
     cmd += ["--prompts", str(args.prompts), "--n", str(args.n), "--tokens", str(args.tokens)]
     env = {**os.environ, "VLLM_CACHE_ROOT": str(tmp / "vllm"), "VLLM_RPC_BASE_PATH": str(tmp)}
     env["VLLM_NO_USAGE_STATS"] = "1"
+    env["TORCHDYNAMO_DISABLE"] = "1"  # as platform=cpu and eval run vLLM (recipes/cpu_vllm.py)
     if name.endswith("-allcores"):
         env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
     log = (tmp / f"{name}.log").open("w+")
