@@ -183,8 +183,8 @@ def vllm_env(root: str | os.PathLike) -> dict[str, str]:
 
 
 class CPUSession:
-    """Around vLLM on a CPU (a training run, or one evaluation engine): `vllm_env` pointed at a
-    temporary folder (each variable only where the user has not set it); `close` restores the
+    """Around vLLM on a CPU (a training run, or one evaluation engine): `vllm_env` with its sockets
+    in a temporary folder (each variable only where the user has not set it); `close` restores the
     environment, removes the folder, and removes the /dev/shm files named `orphan_prefixes` that
     appeared meanwhile and that no live process holds. Idempotent."""
 

@@ -10,7 +10,7 @@
 Select the manager with `reward.reward_manager.name=math_pool` (configs/train.yaml does; verl
 loads it in every process through the `verl.plugins` entry point, recipes/plugins.py). Its
 settings are verl's usual reward keyword arguments, `reward.custom_reward_function.reward_kwargs`
-(`RewardSettings` below; docs/settings.md), checked before Ray starts by `check`.
+(`RewardSettings` below; docs/settings.md), checked before Ray starts by `settings`.
 
 Why a manager and not only a reward function: verl's reward loop grades a chunk of samples with
 `asyncio.gather` over `run_single`. The built-in managers run a blocking reward function in a
@@ -32,6 +32,7 @@ from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from prompt_aug.templates import format_score
+from recipes.prompt_augmentation import PAPER as PROMPT_AUG
 from recipes.settings import ConfigError, load, setting
 from rewards.grader import get_grader
 
@@ -58,7 +59,7 @@ class RewardSettings:
         ">= 0",
         "weight of the template's format score in the reward (prompt augmentation); 0 = the no-format "
         "ablation. Responses shown no template earn no format score",
-        "Lu, Huang, Balestriero 2026, arXiv 2602.03190",
+        PROMPT_AUG,
     )
     overlong_buffer_len: int = setting(
         0,
