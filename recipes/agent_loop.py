@@ -1,4 +1,6 @@
-"""verl agent loop `recipes_prompt_variants`: each rollout's prompt built from its own variant.
+"""verl agent loop `recipes_prompt_variants`, the default of every run (configs/train.yaml): verl's
+single-turn loop, plus each rollout's prompt built from its own variant and, with
+`recipes.deterministic`, each request's own vLLM seed (recipes/determinism.py).
 
 verl gives every dataset row one `uid` and runs `rollout.n` sessions of the row's agent loop
 (`session_id` 0..n-1); GRPO normalizes over the uid. Variants of one question (prompt-augmentation
@@ -12,8 +14,7 @@ question variant k // G (0: the original, v: `rephrasings[v-1]`), named in
 template) in place of the variant's, and no rollout log-probs. Without prompt augmentation the
 variant's text replaces the original question inside the dataset's own prompt.
 
-Prompt augmentation (docs/methods.md#prompt-augmentation), on with `method=[...,prompt_aug]`
-(configs/method/prompt_aug.yaml selects this loop with `rollout.agent.default_agent_loop`):
+Prompt augmentation (docs/methods.md#prompt-augmentation), on with `method=[...,prompt_aug]`:
   training rows    template = TemplateSampler.choose(epoch, row, session) (prompt_aug/sampling.py),
                    applied to `extra_info.question` through the model's chat template; the name
                    goes to `extra_fields["template"]`, where the reward (format score) and the
@@ -34,7 +35,7 @@ from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentL
 
 from prompt_aug.sampling import TemplateSampler
 from prompt_aug.templates import prompt_ids
-from recipes import prompt_augmentation, registry, ta_grpo
+from recipes import determinism, prompt_augmentation, registry, ta_grpo
 from recipes.settings import ConfigError
 
 AGENT_NAME = "recipes_prompt_variants"
@@ -83,6 +84,13 @@ def question_of(row: dict[str, Any]) -> str:
     return question
 
 
+def request_seed(seed: int, row: dict[str, Any]) -> int:
+    """The vLLM seed of one session of a dataset row: (seed, epoch, row, session) for training
+    rows, (seed, "val", row, session) for validation rows (recipes/determinism.py)."""
+    where = row[EPOCH_KEY] if EPOCH_KEY in row else "val"
+    return determinism.request_seed(seed, where, int(row["index"]), int(row["session_id"]))
+
+
 @register(AGENT_NAME)
 class PromptVariantAgentLoop(SingleTurnAgentLoop):
     """verl's single-turn loop with the prompt ids built from this session's template and
@@ -92,13 +100,16 @@ class PromptVariantAgentLoop(SingleTurnAgentLoop):
         super().__init__(*args, **kwargs)
         self.sampler = sampler_from_config(self.config)
         self.ta = registry.settings(self.config, "ta_grpo")
-        if self.sampler is None and self.ta is None:
-            raise ValueError(f"agent loop {AGENT_NAME!r} needs recipes.prompt_aug or recipes.ta_grpo")
+        self.deterministic = determinism.enabled(self.config)
         self._original: str | None = None  # the row's question (extra_info.question)
         self._question: str | None = None  # the question this prompt shows
         self._template: str | None = None
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> Any:
+        if self.deterministic:
+            sampling_params = {**sampling_params, "seed": request_seed(self.rollout_config.seed, kwargs)}
+        if self.sampler is None and self.ta is None:  # verl's loop, as it is
+            return await super().run(sampling_params, **kwargs)
         training = EPOCH_KEY in kwargs
         original = question_of(kwargs)
         extra: dict[str, Any] = {}

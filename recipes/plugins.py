@@ -4,6 +4,7 @@ rollout workers, reward loop), loaded through our `verl.plugins` entry point on 
   platform "cpu"          defined here (blockers 3 and 8 of recipes/cpu_platform.py)
   vLLM's CPU build answering for "vllm"  recipes/cpu_vllm.py (first, before verl imports vLLM)
   CPU patches             recipes/cpu_platform.py (applied when VERL_PLATFORM=cpu)
+  deterministic kernels   recipes/determinism.py (when recipes.train exported RECIPES_DETERMINISTIC=1)
   trainer "recipes_sync"  recipes/trainer.py
   reward "math_pool"      recipes/reward.py
   agent loop "recipes_prompt_variants"  recipes/agent_loop.py
@@ -191,6 +192,9 @@ import recipes.cpu_platform  # noqa: E402,F401
 import recipes.cw_grpo  # noqa: E402,F401
 import recipes.reward  # noqa: E402,F401
 import recipes.trainer  # noqa: E402,F401
+from recipes import determinism  # noqa: E402
+
+determinism.apply_in_process()  # recipes.deterministic: deterministic torch kernels in this process
 
 VERL_VERSION = "0.9.1"  # pyproject pins it; the extension points above are this version's
 

@@ -35,6 +35,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from recipes import determinism
 from recipes.console import held, quiet
 from recipes.settings import ConfigError
 
@@ -158,6 +159,7 @@ def validate(cfg: DictConfig) -> None:
         )
     if platform == "cpu":
         _check_cpu_vllm(cfg)
+    determinism.check(cfg)
 
 
 def _check_cpu_vllm(cfg: DictConfig) -> None:
@@ -277,6 +279,7 @@ def prepare(cfg: DictConfig) -> None:
         from recipes.cpu_platform import CPU_ENV
 
         os.environ.update(CPU_ENV)
+    determinism.export(cfg)
     cache = Path(_get(cfg, "recipes.cache_dir"))
     model = _get(cfg, "recipes.model")
     if model in LOCAL_MODELS:

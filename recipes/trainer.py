@@ -15,6 +15,10 @@
    the epoch even when dynamic sampling's refills fetched a varying number of batches per step.
 4. The rollout dump (`trainer.rollout_data_dir`) also records, per sample, its TransferQueue key,
    dataset row, epoch, session, advantage, grader result and the columns the methods add.
+5. One sample order whatever the order the rollouts finished in: each fetched row's uid is
+   `<fetch>-<position>` (verl draws random ones), and every step's batch is sorted by TransferQueue
+   key (`<uid>_<session>_<output>`) before verl balances it over the workers. Mini-batches and
+   gradient sums then see the samples in the same order in every launch (recipes/determinism.py).
 Padding samples (verl duplicates samples to fill data-parallel ranks) are left out of 1, 2 and 4.
 """
 
@@ -53,6 +57,13 @@ def grader_metrics(infos: list[dict]) -> dict[str, float]:
     counts = Counter(i.get("status") for i in graded)
     out.update({f"grader/status/{s}": counts.get(s, 0) / n for s in STATUSES})
     return out
+
+
+def key_order(key: str) -> tuple[str, int, int]:
+    """Sort key of a TransferQueue sample key `<uid>_<session>_<output>`: by uid, then session and
+    output as numbers (session 10 after session 9)."""
+    uid, session, output = key.rsplit("_", 2)
+    return uid, int(session), int(output)
 
 
 def _unwrap(value):
@@ -99,9 +110,15 @@ class RecipesTrainerSync(PPOTrainerSync):
     def _fetch_one_gen_batch(self):
         epoch = self._fetches // len(self.train_dataloader)
         batch = super()._fetch_one_gen_batch()
+        uids = [f"{self._fetches:07d}-{i:05d}" for i in range(len(batch))]  # no "_": verl splits keys on it
         self._fetches += 1
         tu.assign_non_tensor_stack(batch, EPOCH_KEY, [epoch] * len(batch))
+        tu.assign_non_tensor_stack(batch, "uid", uids)
         return batch
+
+    def _balance_batch(self, batch, metrics, **kwargs):
+        batch.reorder(sorted(range(len(batch.keys)), key=lambda i: key_order(batch.keys[i])))
+        return super()._balance_batch(batch, metrics, **kwargs)
 
     def _step_folder(self) -> str:
         if self.config.trainer.resume_mode == "resume_path" and self.config.trainer.resume_from_path:
@@ -187,11 +204,7 @@ class RecipesTrainerSync(PPOTrainerSync):
             extra = [_unwrap(v) for v in data["extra_fields"]]
             column = {k: [_unwrap(v) for v in data[k]] for k in ("index", "session_id", EPOCH_KEY)}
 
-            def sort_key(i: int):
-                uid, session, idx = batch.keys[i].rsplit("_", 2)
-                return uid, int(session), int(idx)
-
-            order = sorted(keep, key=sort_key)
+            order = sorted(keep, key=lambda i: key_order(batch.keys[i]))
             infos = [(extra[i] or {}).get("reward_extra_info", {}) for i in order]
             columns = {
                 "key": [batch.keys[i] for i in order],

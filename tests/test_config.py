@@ -152,6 +152,10 @@ BAD = [
         ["method=[grpo,cw_grpo]", "actor_rollout_ref.actor.policy_loss.loss_mode=cw_grpo-grad-allpos"],
         "loss_mode=cw_grpo-grad-allpos",
     ),
+    (
+        ["recipes.deterministic=true", "actor_rollout_ref.rollout.enable_chunked_prefill=true"],
+        "recipes.deterministic=true with actor_rollout_ref.rollout.enable_chunked_prefill=true",
+    ),
     # ProRL resets the reference of the KL loss
     (["method=[prorl,dapo]"], "actor_rollout_ref.actor.use_kl_loss must be true"),
     (["method=[dapo,prorl]", "+recipes.prorl.every=3"], "recipes.prorl: unknown settings ['every']"),
@@ -541,3 +545,14 @@ def test_flash_attention_without_flash_attn_is_named_before_ray():
     sdpa = "actor_rollout_ref.model.override_config.attn_implementation=sdpa"
     check_attention(compose([*gpu, f"+{sdpa}", "actor_rollout_ref.model.use_remove_padding=false"]))
     check_attention(compose(["experiment=demo_cpu"]))  # platform=cpu sets sdpa
+
+
+def test_cpu_runs_are_deterministic_and_gpu_runs_are_not_by_default():
+    cpu = compose(["experiment=demo_cpu"])
+    assert cpu.recipes.deterministic and not cpu.actor_rollout_ref.rollout.enable_chunked_prefill
+    gpu = compose(["experiment=prompt_aug_qwen2_5_math_1_5b"])
+    assert not gpu.recipes.deterministic and gpu.actor_rollout_ref.rollout.enable_chunked_prefill
+    # chunked prefill with seeds is only refused on vLLM's CPU build
+    check_config(compose(["experiment=prompt_aug_qwen2_5_math_1_5b", "recipes.deterministic=true"]))
+    for cfg in (cpu, gpu):  # every run goes through our agent loop, with or without methods
+        assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "recipes_prompt_variants"

@@ -1,8 +1,9 @@
 """End to end through verl's real trainer on the CPU (`python -m recipes.train`, Ray, FSDP2, verl's
 vLLM rollout server on vLLM's CPU build with its weight sync, our grader in verl's reward loop).
 Each launch costs 2-3 minutes on 2 cores, most of it process start-up, so each run carries the
-checks of several methods: 4 launches cover the four methods, resume, validation and a
-validation-triggered reset (tests/conftest.py has the launcher and the shared reference run).
+checks of several methods: 5 launches cover the four methods, resume, validation, a
+validation-triggered reset and a second launch of one run that must repeat it bit for bit
+(tests/conftest.py has the launcher and the shared reference run).
 GRPO and DAPO are the two baselines trained here; Dr. GRPO differs from GRPO only in config keys,
 which tests/test_config.py asserts.
 
@@ -310,13 +311,29 @@ def test_a_resumed_run_continues_from_its_checkpoint(e2e, tmp_path):
 
 
 # -------------------------------------------------------------------- every method at once
-def test_all_four_methods_train_together(e2e, tmp_path):
+# method=[grpo,prompt_aug,ta_grpo,cw_grpo,prorl], sampled at temperature 1, 3 steps, ProRL resetting
+# after every step; launched twice (the second time by test_the_same_seed_gives_the_same_run).
+ALL_FOUR = (
+    "grpo,prompt_aug,ta_grpo,cw_grpo,prorl",
+    3,
+    "data.max_prompt_length=320",
+    "recipes.prorl.reset_every=1",
+)
+
+
+@pytest.fixture(scope="module")
+def all_four(e2e, tmp_path_factory):
+    out = tmp_path_factory.mktemp("all_four")
+    return out, e2e.train(out, *ALL_FOUR)
+
+
+def test_all_four_methods_train_together(e2e, all_four):
     """method=[grpo,prompt_aug,ta_grpo,cw_grpo,prorl] through verl's trainer, TA-GRPO as the paper
     runs it (every response stored under the original question, pooled groups): each response was
     generated from its variant under its session's template and is stored with the original
     question under that same template; the advantages are GRPO's over the pooled group; every
-    method's metrics are there (templates, TA-GRPO diagnostics, ProRL resets); the reset after
-    step 1 makes step 2's KL 0; and the loss verl used is CW-GRPO's: its weight and covariance
+    method's metrics are there (templates, TA-GRPO diagnostics, ProRL resets); the resets after
+    steps 1 and 2 make the KL of steps 2 and 3 0; and the loss verl used is CW-GRPO's: its weight and covariance
     metrics are finite and consistent (the weights average 1 over the valid tokens of each
     micro-batch). (DAPO's dynamic sampling refills batches until groups differ in accuracy, which
     under templates the tiny model rarely gets right: on DAPO this run takes three times as long,
@@ -325,22 +342,15 @@ def test_all_four_methods_train_together(e2e, tmp_path):
 
     from prompt_aug.templates import prompt_ids
 
-    out = tmp_path / "all_four"
-    proc = e2e.train(
-        out,
-        "grpo,prompt_aug,ta_grpo,cw_grpo,prorl",
-        2,
-        "data.max_prompt_length=320",
-        "recipes.prorl.reset_every=1",
-    )
-    records = check_run(out, proc, [1, 2])  # (no rollout log-probs: anchor=original)
+    out, proc = all_four
+    records = check_run(out, proc, [1, 2, 3])  # (no rollout log-probs: anchor=original)
     tok = AutoTokenizer.from_pretrained(e2e.cache / "models" / "tiny")
     rows = train_rows(e2e.cache)
 
     def shown(template: str, text: str) -> str:
         return tok.decode(prompt_ids(template, text, tok), skip_special_tokens=True)
 
-    for step, r in zip((1, 2), records, strict=True):
+    for step, r in zip((1, 2, 3), records, strict=True):
         dump = dump_at(out, step)
         for s in dump:
             row = rows[s["row"]]
@@ -365,7 +375,36 @@ def test_all_four_methods_train_together(e2e, tmp_path):
             >= 0
         )
         assert d["actor/cw_grpo/cov_neg_top_0.01pct"] <= d["actor/cw_grpo/cov_neg_top_100pct"] <= 0
-    assert records[1]["data"]["actor/kl_loss"] == 0.0 and records[1]["data"]["prorl/resets"] == 2.0
+    assert [r["data"]["actor/kl_loss"] for r in records[1:]] == [0.0, 0.0]
+    assert [r["data"]["prorl/resets"] for r in records] == [1.0, 2.0, 3.0]
+
+
+# Metrics that measure time or the machine's memory, not the run.
+MACHINE_METRICS = ("timing_s/", "timing_per_token_ms/", "perf/")
+
+
+def test_the_same_seed_gives_the_same_run(e2e, all_four, tmp_path):
+    """recipes.deterministic (on with platform=cpu): a second launch of the all-four run gives the
+    same metrics at every step, bit for bit (times aside), the same responses, and the same
+    weights. The run samples (temperature 1): without a seed per request, vLLM's draws depend on
+    which requests share a batch, and two launches part at step 1."""
+    first, _ = all_four
+    out = tmp_path / "again"
+    e2e.train(out, *ALL_FOUR)
+    runs = [metrics_of(first), metrics_of(out)]
+    for a, b in zip(*runs, strict=True):
+        a, b = ({k: v for k, v in r["data"].items() if not k.startswith(MACHINE_METRICS)} for r in (a, b))
+        assert a.keys() == b.keys()
+        assert {k: (a[k], b[k]) for k in a if a[k] != b[k]} == {}
+    outputs = []
+    for step in (1, 2, 3):
+        dumps = [dump_at(first, step), dump_at(out, step)]
+        assert dumps[0] == dumps[1], step
+        outputs += [s["output"] for s in dumps[0]]
+    assert len(set(outputs)) > len(outputs) // 2  # sampled, not greedy: most responses differ
+    hf = "checkpoints/global_step_3/actor/huggingface"
+    w1, w2 = weights(first / hf), weights(out / hf)
+    assert w1.keys() == w2.keys() and all(torch.equal(w1[k], w2[k]) for k in w1)
 
 
 # ---------------------------------------------------------------- DAPO, and a validation trigger

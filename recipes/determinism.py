@@ -1,0 +1,79 @@
+"""`recipes.deterministic`: the same seed gives the same run, bit for bit, on a CPU.
+
+What makes two launches of one config differ, and what this setting does about each:
+
+  rollout sampling   vLLM draws every token from one engine-wide generator, so a response depends
+                     on which requests share a batch and in what order they arrived. On: each
+                     request carries its own seed, a pure function of (actor_rollout_ref.rollout.seed,
+                     epoch, row, session) for training rows and (seed, row, session) for validation
+                     rows (recipes/agent_loop.py). A resumed run draws the seeds the uninterrupted
+                     run would have drawn.
+  sample order       TransferQueue hands the trainer a step's responses in the order they finished.
+                     Always (not only when on): rows get uids from the dataloader fetch count and
+                     the step's batch is sorted by key (recipes/trainer.py), so mini-batches and
+                     gradient sums see the samples in one order.
+  torch kernels      On: `torch.use_deterministic_algorithms(True, warn_only=True)` in every verl
+                     process, `CUBLAS_WORKSPACE_CONFIG=:4096:8`, `PYTHONHASHSEED=0`. The thread
+                     counts are Ray's (one intra-op thread per worker unless OMP_NUM_THREADS is set),
+                     the same from launch to launch on one machine.
+  chunked prefill    vLLM's CPU build crashes on a seeded request whose prompt is prefilled in
+                     chunks: platform=cpu turns chunked prefill off.
+
+What stays nondeterministic: on GPUs, vLLM's kernels are not batch-invariant (a request's logits
+depend on its batch), so seeded requests give the same tokens only as long as those logits agree
+to the last bit; DAPO's dynamic sampling (`algorithm.filter_groups`) keeps the groups that finish
+first, which depends on timing. Per-request seeds cost little on a CPU; on a GPU vLLM samples
+seeded requests one by one, so `platform=gpu` leaves this off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from omegaconf import DictConfig, OmegaConf
+
+from recipes.settings import ConfigError
+
+KEY = "recipes.deterministic"
+ENV_FLAG = "RECIPES_DETERMINISTIC"
+# Exported before Ray starts, so every Ray worker (FSDP, vLLM, agent loop, reward) inherits them.
+ENV = {ENV_FLAG: "1", "PYTHONHASHSEED": "0", "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+
+
+def enabled(cfg: DictConfig) -> bool:
+    return bool(OmegaConf.select(cfg, KEY, default=False))
+
+
+def request_seed(seed: int, *parts: object) -> int:
+    """A vLLM request seed from the run's rollout seed and the request's coordinates
+    (e.g. ("train", epoch, row, session)): stable across processes and Python versions."""
+    text = repr((int(seed), *parts)).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") >> 33  # < 2**31
+
+
+def check(cfg: DictConfig) -> None:
+    """Before Ray starts: vLLM's CPU build crashes on seeded requests with chunked prefill."""
+    if not enabled(cfg):
+        return
+    chunked = OmegaConf.select(cfg, "actor_rollout_ref.rollout.enable_chunked_prefill")
+    if OmegaConf.select(cfg, "recipes.platform") == "cpu" and chunked:
+        raise ConfigError(
+            f"{KEY}=true with actor_rollout_ref.rollout.enable_chunked_prefill=true: vLLM's CPU build "
+            "crashes on seeded requests prefilled in chunks; platform=cpu sets it false."
+        )
+
+
+def export(cfg: DictConfig) -> None:
+    """In the driver, before Ray starts: the environment every process reads."""
+    if enabled(cfg):
+        for name, value in ENV.items():
+            os.environ.setdefault(name, value)
+
+
+def apply_in_process() -> None:
+    """In each verl process (recipes/plugins.py), when the driver exported RECIPES_DETERMINISTIC."""
+    if os.environ.get(ENV_FLAG) == "1":
+        import torch
+
+        torch.use_deterministic_algorithms(True, warn_only=True)
