@@ -215,7 +215,7 @@ class VLLMBackend:
             from recipes.cpu_vllm import CPUSession
 
             # only psm_*: this process's own live semaphores (sem.mp-*) cannot be told from orphans
-            self._session = CPUSession(orphan_prefixes=("psm_",), prefix="eval-vllm-")
+            self._session = CPUSession(orphan_prefixes=("psm_",), prefix="eval-vllm-", in_process=True)
         try:
             import vllm
 
@@ -233,6 +233,7 @@ class VLLMBackend:
                     kv_cache_memory_bytes=kv_cache_memory_bytes or CPU_KV_CACHE_BYTES,
                     max_num_batched_tokens=max_num_batched_tokens or CPU_MAX_NUM_BATCHED_TOKENS,
                     enforce_eager=True,
+                    distributed_executor_backend="uni",  # the model in the engine's own process
                 )
             else:
                 engine.update(dtype=dtype or "auto", gpu_memory_utilization=gpu_memory_utilization)

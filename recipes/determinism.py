@@ -17,7 +17,12 @@ What makes two launches of one config differ, and what this setting does about e
                      counts are Ray's (one intra-op thread per worker unless OMP_NUM_THREADS is set),
                      the same from launch to launch on one machine.
   chunked prefill    vLLM's CPU build crashes on a seeded request whose prompt is prefilled in
-                     chunks: platform=cpu turns chunked prefill off.
+                     chunks: platform=cpu turns chunked prefill off. vLLM then needs
+                     `max_num_batched_tokens` >= `max_model_len`, which verl defaults to the model's
+                     whole context (2,048 tokens for the tiny model, 8,192 for SmolLM2; a larger
+                     batch makes the engine's warm-up longer) and cannot raise itself (its config is
+                     frozen by then): before Ray starts, `max_model_len` is set to prompt + response
+                     length when unset, and `max_num_batched_tokens` raised to it when lower.
 
 What stays nondeterministic: on GPUs, vLLM's kernels are not batch-invariant (a request's logits
 depend on its batch), so seeded requests give the same tokens only as long as those logits agree
@@ -64,11 +69,17 @@ def check(cfg: DictConfig) -> None:
         )
 
 
-def export(cfg: DictConfig) -> None:
-    """In the driver, before Ray starts: the environment every process reads."""
+def prepare(cfg: DictConfig) -> None:
+    """In the driver, before Ray starts: the environment every process reads, and vLLM's lengths
+    without chunked prefill (mutates `cfg`)."""
     if enabled(cfg):
         for name, value in ENV.items():
             os.environ.setdefault(name, value)
+    rollout = cfg.actor_rollout_ref.rollout
+    if not rollout.enable_chunked_prefill:
+        if rollout.max_model_len is None:
+            rollout.max_model_len = int(cfg.data.max_prompt_length) + int(cfg.data.max_response_length)
+        rollout.max_num_batched_tokens = max(int(rollout.max_num_batched_tokens), int(rollout.max_model_len))
 
 
 def apply_in_process() -> None:

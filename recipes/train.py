@@ -279,7 +279,7 @@ def prepare(cfg: DictConfig) -> None:
         from recipes.cpu_platform import CPU_ENV
 
         os.environ.update(CPU_ENV)
-    determinism.export(cfg)
+    determinism.prepare(cfg)
     cache = Path(_get(cfg, "recipes.cache_dir"))
     model = _get(cfg, "recipes.model")
     if model in LOCAL_MODELS:

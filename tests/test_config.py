@@ -556,3 +556,33 @@ def test_cpu_runs_are_deterministic_and_gpu_runs_are_not_by_default():
     check_config(compose(["experiment=prompt_aug_qwen2_5_math_1_5b", "recipes.deterministic=true"]))
     for cfg in (cpu, gpu):  # every run goes through our agent loop, with or without methods
         assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "recipes_prompt_variants"
+
+
+def test_without_chunked_prefill_vllm_gets_a_batch_as_long_as_a_sequence(monkeypatch):
+    """vLLM refuses max_num_batched_tokens < max_model_len without chunked prefill, and verl's own
+    fix fails on its frozen config: recipes.train sets both before Ray starts."""
+    from recipes import determinism
+
+    for name in determinism.ENV:  # prepare() exports these only where unset: keep the test's env
+        monkeypatch.setenv(name, "test")
+    cfg = compose(["experiment=demo_cpu"])  # 128 + 32 tokens
+    determinism.prepare(cfg)
+    assert (
+        cfg.actor_rollout_ref.rollout.max_model_len,
+        cfg.actor_rollout_ref.rollout.max_num_batched_tokens,
+    ) == (
+        160,
+        1024,
+    )
+    cfg = compose(["experiment=demo_cpu", "data.max_prompt_length=2000"])
+    determinism.prepare(cfg)
+    assert (
+        cfg.actor_rollout_ref.rollout.max_model_len,
+        cfg.actor_rollout_ref.rollout.max_num_batched_tokens,
+    ) == (
+        2032,
+        2032,
+    )
+    gpu = compose(["experiment=prompt_aug_qwen2_5_math_1_5b"])  # chunked prefill on: left to vLLM
+    determinism.prepare(gpu)
+    assert gpu.actor_rollout_ref.rollout.max_model_len is None
