@@ -486,9 +486,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "plan":
             only = [x.strip() for x in args.presets.split(",") if x.strip()]
             for pl in plan(
-                Path(args.models_dir).absolute(),
-                Path(args.data_dir).absolute(),
-                Path(args.out_dir).absolute(),
+                Path(args.models_dir),
+                Path(args.data_dir),
+                Path(args.out_dir),
                 args.gpus,
                 args.attn,
                 only,

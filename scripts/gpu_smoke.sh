@@ -3,7 +3,7 @@
 # then its last checkpoint converted to HuggingFace and evaluated with vLLM on a few questions.
 #
 #   scripts/gpu_smoke.sh MODELS_DIR DATA_DIR [OUT_DIR]
-#   DRY_RUN=1 scripts/gpu_smoke.sh MODELS_DIR DATA_DIR      # print every command, run nothing
+#   DRY_RUN=1 scripts/gpu_smoke.sh [MODELS_DIR DATA_DIR]    # print every command, run nothing
 #   sbatch scripts/slurm/gpu_smoke.sbatch MODELS_DIR DATA_DIR   # the same as a Slurm job
 #
 # Presets: every configs/experiment/*.yaml whose platform is not cpu (a new one is picked up by
@@ -49,7 +49,18 @@ if [[ ${1-} == -h || ${1-} == --help ]]; then
     exit 0
 fi
 parse_dry_run
-(($# == 2 || $# == 3)) || die "usage: scripts/gpu_smoke.sh MODELS_DIR DATA_DIR [OUT_DIR] (--help for more)"
+if (($# == 0)) && is_dry_run; then
+    set -- MODELS_DIR DATA_DIR # placeholders, printed as they are
+    note "no folders given: MODELS_DIR and DATA_DIR stand for them below"
+else
+    (($# == 2 || $# == 3)) || die "usage: scripts/gpu_smoke.sh MODELS_DIR DATA_DIR [OUT_DIR] (--help for more)"
+    _abs=() # the folders as absolute paths
+    for _arg in "$@"; do
+        [[ $_arg == /* ]] || _arg=$PWD/$_arg
+        _abs+=("$_arg")
+    done
+    set -- "${_abs[@]}"
+fi
 MODELS_DIR=$1
 DATA_DIR=$2
 OUT_DIR=${3:-outputs/gpu_smoke/$(date +%Y%m%d-%H%M%S)}

@@ -178,22 +178,21 @@ def test_dry_run_lists_every_gpu_preset_with_the_smoke_overrides(composed, tmp_p
     assert _commands(proc.stdout)[-1][-2:] == ["table", str(out / "results.jsonl")]
 
 
-def test_dry_run_needs_no_nvidia_smi_and_defaults_to_one_gpu(tmp_path):
+def test_a_bare_dry_run_needs_no_folders_nor_nvidia_smi_and_defaults_to_one_gpu(composed, tmp_path):
+    gpu = [n for n in EXPERIMENTS if composed[n]["platform"] != "cpu"]
     proc = subprocess.run(
-        ["bash", str(SCRIPT), "m", "d", str(tmp_path / "o")],
-        env=_env(DRY_RUN="1", PRESETS="cw_grpo_open_rs"),
-        capture_output=True,
-        text=True,
-        timeout=60,
+        ["bash", str(SCRIPT)], cwd=tmp_path, env=_env(DRY_RUN="1"), capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0, proc.stderr
     assert "no nvidia-smi here: GPUS=1" in proc.stdout
+    assert "MODELS_DIR and DATA_DIR stand for them" in proc.stdout
     trains = [c for c in _commands(proc.stdout) if "recipes.train" in c]
-    assert (
-        len(trains) == 1
-        and "trainer.n_gpus_per_node=1" in trains[0]
-        and "data.train_batch_size=4" in trains[0]
-    )
+    assert [c[c.index("recipes.train") + 1] for c in trains] == [f"experiment={n}" for n in gpu]
+    for cmd in trains:
+        assert "trainer.n_gpus_per_node=1" in cmd and "data.train_batch_size=4" in cmd
+        assert any(a.startswith("actor_rollout_ref.model.path=MODELS_DIR/") for a in cmd)
+        assert any(a.startswith("data.train_files=DATA_DIR/") for a in cmd)
+    assert not list(tmp_path.iterdir())  # nothing written
 
 
 def test_the_sbatch_wrapper_activates_and_hands_over_absolute_folders(tmp_path):
@@ -211,6 +210,23 @@ def test_the_sbatch_wrapper_activates_and_hands_over_absolute_folders(tmp_path):
     train = next(c for c in cmds if "recipes.train" in c)
     assert "trainer.n_gpus_per_node=2" in train
     assert f"actor_rollout_ref.model.path={tmp_path / 'models' / 'Qwen3-1.7B'}" in train
+
+
+def test_the_sbatch_wrapper_says_how_and_refuses_to_run_outside_slurm(tmp_path):
+    header = SBATCH.read_text().split("#SBATCH", 1)[0]
+    for needed in ("sbatch scripts/slurm/gpu_smoke.sbatch", "DRY_RUN=1 bash scripts/slurm/gpu_smoke.sbatch"):
+        assert needed in header
+    for section in ("What it does", "Hardware:", "Writes:", "Environment variables"):
+        assert section in header, section
+    proc = subprocess.run(
+        ["bash", str(SBATCH), str(tmp_path), str(tmp_path)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "not inside a Slurm job" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stdout == ""
 
 
 @pytest.mark.parametrize(
