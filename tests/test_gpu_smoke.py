@@ -118,8 +118,8 @@ def test_smoke_overrides_pass_recipes_train_checks_on_3_gpus(tmp_path):
     _check_smoke_configs(3, tmp_path)
 
 
-@pytest.mark.slow  # 7 x 12 compositions
-@pytest.mark.parametrize("gpus", [1, 2, 4, 5, 6, 7, 8])
+@pytest.mark.slow  # 12 compositions each; batch_size's arithmetic is checked for 1-8 above
+@pytest.mark.parametrize("gpus", [1, 8])
 def test_smoke_overrides_pass_recipes_train_checks_on_any_gpu_count(gpus, tmp_path):
     _check_smoke_configs(gpus, tmp_path)
 
