@@ -47,33 +47,54 @@ def litter() -> set[str]:
     return found
 
 
-def train(cache: Path, out: Path, method: str, steps: int, *extra: str) -> subprocess.CompletedProcess:
-    """`python -m recipes.train experiment=demo_cpu` with a checkpoint (incl. verl's HF weights)
-    and a rollout dump every step; fails the test if the run fails or leaves anything behind."""
-    args = [
-        "experiment=demo_cpu",
-        f"method=[{method}]",
-        f"trainer.total_training_steps={steps}",
-        "trainer.save_freq=1",
-        f"recipes.output_dir={out}",
-        f"trainer.rollout_data_dir={out}/rollouts",
-        "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
-        *extra,
-    ]
+def train_together(cache: Path, runs: list[tuple]) -> list[subprocess.CompletedProcess]:
+    """`python -m recipes.train experiment=demo_cpu` once per `(out, method, steps, *overrides)`
+    of `runs`, all at the same time, each with a checkpoint (incl. verl's HF weights) and a rollout
+    dump every step; fails the test if a run fails or they leave anything behind. A launch keeps
+    about one of two cores busy (its processes start one after another), so two side by side take
+    little longer than one."""
     env = {**os.environ, "RECIPES_CACHE": str(cache), "RAY_DEDUP_LOGS": "0"}
     before = litter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "recipes.train", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=480,  # a launch takes 2-3 minutes on 2 cores, most of it process start-up
-    )
-    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-6000:])
+    procs, logs = [], []
+    for out, method, steps, *extra in runs:
+        args = [
+            "experiment=demo_cpu",
+            f"method=[{method}]",
+            f"trainer.total_training_steps={steps}",
+            "trainer.save_freq=1",
+            f"recipes.output_dir={out}",
+            f"trainer.rollout_data_dir={out}/rollouts",
+            "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+            *extra,
+        ]
+        stdout, stderr = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")  # noqa: SIM115
+        logs.append((stdout, stderr))
+        cmd = [sys.executable, "-m", "recipes.train", *args]
+        procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, stdout=stdout, stderr=stderr, text=True))
+    done = []
+    try:
+        for proc, (stdout, stderr) in zip(procs, logs, strict=True):
+            proc.wait(timeout=600)  # a launch takes 1.5-3 minutes on 2 cores, most of it start-up
+            stdout.seek(0)
+            stderr.seek(0)
+            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, stdout.read(), stderr.read()))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+        for files in logs:
+            for f in files:
+                f.close()
+    for proc in done:
+        assert proc.returncode == 0, (proc.args, proc.stdout[-3000:], proc.stderr[-6000:])
     left = litter() - before
     assert not left, f"the run left {sorted(left)}"
-    return proc
+    return done
+
+
+def train(cache: Path, out: Path, method: str, steps: int, *extra: str) -> subprocess.CompletedProcess:
+    """One launch of `train_together`."""
+    return train_together(cache, [(out, method, steps, *extra)])[0]
 
 
 def copy_checkpoints(src: Path, dst: Path, upto: int) -> None:
@@ -158,13 +179,17 @@ def e2e(recipes_cache, tiny_model, tmp_path_factory) -> SimpleNamespace:
     model/data cache (`e2e.cache`) for all of them, and `e2e.reference()`, the one uninterrupted
     run that several tests share (REFERENCE above), with a checkpoint with verl's HF weights after
     each step (tests/test_train_e2e.py checks and resumes it, tests/test_eval_e2e.py evaluates its
-    checkpoints). `e2e.train_reference(out, steps)` launches it with the same settings."""
+    checkpoints). `e2e.train_reference(out, steps)` launches it with the same settings;
+    `e2e.reference_run_of(out, steps)` is that launch for `e2e.train_together`."""
     cache = recipes_cache
     reference: list = []
 
-    def train_reference(out: Path, steps: int = REFERENCE_STEPS) -> subprocess.CompletedProcess:
+    def reference_run_of(out: Path, steps: int = REFERENCE_STEPS) -> tuple:
         extra = (*REFERENCE, f"trainer.validation_data_dir={out}/val", "trainer.logger=[file,tensorboard]")
-        return train(cache, out, REFERENCE_METHODS, steps, *extra)
+        return (out, REFERENCE_METHODS, steps, *extra)
+
+    def train_reference(out: Path, steps: int = REFERENCE_STEPS) -> subprocess.CompletedProcess:
+        return train(cache, *reference_run_of(out, steps))
 
     def reference_run() -> tuple[Path, subprocess.CompletedProcess]:
         if not reference:
@@ -175,6 +200,8 @@ def e2e(recipes_cache, tiny_model, tmp_path_factory) -> SimpleNamespace:
     return SimpleNamespace(
         cache=cache,
         train=lambda out, method, steps, *extra: train(cache, out, method, steps, *extra),
+        train_together=lambda runs: train_together(cache, runs),
+        reference_run_of=reference_run_of,
         copy_checkpoints=copy_checkpoints,
         reference=reference_run,
         train_reference=train_reference,

@@ -3,7 +3,8 @@ vLLM rollout server on vLLM's CPU build with its weight sync, our grader in verl
 Each launch costs 2-3 minutes on 2 cores, most of it process start-up, so each run carries the
 checks of several methods: 5 launches cover the four methods, resume, validation, a
 validation-triggered reset and a second launch of one run that must repeat it bit for bit
-(tests/conftest.py has the launcher and the shared reference run).
+(tests/conftest.py has the launcher and the shared reference run; this module's four launches run
+two at a time, the `launches` fixture).
 GRPO and DAPO are the two baselines trained here; Dr. GRPO differs from GRPO only in config keys,
 which tests/test_config.py asserts.
 
@@ -282,17 +283,64 @@ def test_prorl_resets_the_reference_every_two_steps(e2e):
             assert torch.equal(snapshot[k].float(), actor[k].float()), (step, k)
 
 
+# ---------------------------------------------------------------------------- the launches
+# method=[grpo,prompt_aug,ta_grpo,cw_grpo,prorl], sampled at temperature 1, 3 steps, ProRL resetting
+# after step 2; launched twice (test_the_same_seed_gives_the_same_run compares the two).
+ALL_FOUR = (
+    "grpo,prompt_aug,ta_grpo,cw_grpo,prorl",
+    3,
+    "data.max_prompt_length=320",
+    "recipes.prorl.reset_every=2",
+    "actor_rollout_ref.actor.optim.lr=1e-3",
+    "actor_rollout_ref.actor.entropy_coeff=0.01",  # a gradient at every step (tests/conftest.py)
+)
+# DAPO + ProRL with a validation trigger (test_dapo_with_prorl_validation_plateau_...)
+PLATEAU = (
+    "dapo,prorl",
+    4,
+    "recipes.prorl.reset_every=0",
+    "recipes.prorl.val_metric=val-aux/toy_arithmetic/format_score/mean@1",
+    "recipes.prorl.val_plateau=1",
+    "recipes.prorl.val_decline=0.0",
+    "trainer.test_freq=1",
+    "data.val_max_samples=8",  # the trigger's metric is constant: a few rows are enough
+    # one update at the default 1e-4 can leave every token's log-prob where it was in the
+    # precision verl computes the KL in (a run saw step 2's KL at exactly 0)
+    "actor_rollout_ref.actor.optim.lr=1e-3",
+    "actor_rollout_ref.actor.entropy_coeff=0.01",
+)
+
+
+@pytest.fixture(scope="module")
+def launches(e2e, tmp_path_factory) -> dict:
+    """This module's four launches, two at a time (tests/conftest.py: train_together): the
+    all-four run and its twin, then the reference run resumed after step 3 and the DAPO plateau
+    run. {name: (output folder, the finished process)}."""
+    reference, _ = e2e.reference()
+    root = tmp_path_factory.mktemp("launches")
+    e2e.copy_checkpoints(reference, root / "resumed", upto=3)
+    runs = {
+        "all_four": (root / "all_four", *ALL_FOUR),
+        "again": (root / "again", *ALL_FOUR),
+        "resumed": e2e.reference_run_of(root / "resumed"),
+        "plateau": (root / "plateau", *PLATEAU),
+    }
+    done = {}
+    for wave in (("all_four", "again"), ("resumed", "plateau")):
+        done.update(zip(wave, e2e.train_together([runs[n] for n in wave]), strict=True))
+    return {name: (runs[name][0], done[name]) for name in runs}
+
+
 # ------------------------------------------------------------------------------------- resume
-def test_a_resumed_run_continues_from_its_checkpoint(e2e, tmp_path):
+def test_a_resumed_run_continues_from_its_checkpoint(e2e, launches):
     """The reference run interrupted after step 3: a fresh launch with the same settings resumes at
     step 4, syncs the checkpoint's weights to vLLM, draws what the uninterrupted run drew (the
     same rows, in epoch 1 — which it must restore — under the same templates and variants), and
     computes step 4's KL against the same ProRL reference (the snapshot of step 2, restored)."""
     reference, _ = e2e.reference()
     kl = {r["step"]: r["data"]["actor/kl_loss"] for r in metrics_of(reference)}
-    out = tmp_path / "resumed"
-    e2e.copy_checkpoints(reference, out, upto=3)
-    records = check_run(out, e2e.train_reference(out), [4])
+    out, proc = launches["resumed"]
+    records = check_run(out, proc, [4])
     check_rollout_matches_actor(records)
     check_prompt_aug(e2e.cache, out, records, [4])
     drawn = sorted((r["row"], r["session"], r["template"], r["input"]) for r in dump_at(out, 4))
@@ -311,25 +359,7 @@ def test_a_resumed_run_continues_from_its_checkpoint(e2e, tmp_path):
 
 
 # -------------------------------------------------------------------- every method at once
-# method=[grpo,prompt_aug,ta_grpo,cw_grpo,prorl], sampled at temperature 1, 3 steps, ProRL resetting
-# after step 2; launched twice (the second time by test_the_same_seed_gives_the_same_run).
-ALL_FOUR = (
-    "grpo,prompt_aug,ta_grpo,cw_grpo,prorl",
-    3,
-    "data.max_prompt_length=320",
-    "recipes.prorl.reset_every=2",
-    "actor_rollout_ref.actor.optim.lr=1e-3",
-    "actor_rollout_ref.actor.entropy_coeff=0.01",  # a gradient at every step (tests/conftest.py)
-)
-
-
-@pytest.fixture(scope="module")
-def all_four(e2e, tmp_path_factory):
-    out = tmp_path_factory.mktemp("all_four")
-    return out, e2e.train(out, *ALL_FOUR)
-
-
-def test_all_four_methods_train_together(e2e, all_four):
+def test_all_four_methods_train_together(e2e, launches):
     """method=[grpo,prompt_aug,ta_grpo,cw_grpo,prorl] through verl's trainer, TA-GRPO as the paper
     runs it (every response stored under the original question, pooled groups): each response was
     generated from its variant under its session's template and is stored with the original
@@ -344,7 +374,7 @@ def test_all_four_methods_train_together(e2e, all_four):
 
     from prompt_aug.templates import prompt_ids
 
-    out, proc = all_four
+    out, proc = launches["all_four"]
     records = check_run(out, proc, [1, 2, 3])  # (no rollout log-probs: anchor=original)
     tok = AutoTokenizer.from_pretrained(e2e.cache / "models" / "tiny")
     rows = train_rows(e2e.cache)
@@ -388,14 +418,14 @@ def of_the_machine(metric: str) -> bool:
     return bool({"timing_s", "timing_per_token_ms", "perf"} & set(metric.split("/")))
 
 
-def test_the_same_seed_gives_the_same_run(e2e, all_four, tmp_path):
+def test_the_same_seed_gives_the_same_run(e2e, launches):
     """recipes.deterministic (on with platform=cpu): a second launch of the all-four run gives the
     same metrics at every step, bit for bit (times aside), the same responses, and the same
     weights. The run samples (temperature 1): without a seed per request, vLLM's draws depend on
     which requests share a batch, and two launches part at step 1."""
-    first, _ = all_four
-    out = tmp_path / "again"
-    e2e.train(out, *ALL_FOUR)
+    first, _ = launches["all_four"]
+    out, proc = launches["again"]  # launched side by side with the first: other timings, same run
+    check_run(out, proc, [1, 2, 3])
     runs = [metrics_of(first), metrics_of(out)]
     for a, b in zip(*runs, strict=True):
         a, b = ({k: v for k, v in r["data"].items() if not of_the_machine(k)} for r in (a, b))
@@ -415,29 +445,14 @@ def test_the_same_seed_gives_the_same_run(e2e, all_four, tmp_path):
 
 
 # ---------------------------------------------------------------- DAPO, and a validation trigger
-def test_dapo_with_prorl_validation_plateau_resets_at_the_start_of_the_next_step(e2e, tmp_path):
+def test_dapo_with_prorl_validation_plateau_resets_at_the_start_of_the_next_step(launches):
     """ProRL on DAPO (the report's own base recipe), with a validation trigger on a metric that
     never improves (the format score, 0 without templates): validation 1 sets the best,
     validation 2 fires `val_plateau`, the reset happens before step 3's rollout (KL 0 at step 3),
     the reset re-bases the best (validation 3), validation 4 fires again and is stored as pending
     in checkpoint 4. The decline trigger watches the same constant metric and must not fire.
     DAPO's dynamic sampling trains only on groups whose responses differ in accuracy."""
-    out = tmp_path / "plateau"
-    proc = e2e.train(
-        out,
-        "dapo,prorl",
-        4,
-        "recipes.prorl.reset_every=0",
-        "recipes.prorl.val_metric=val-aux/toy_arithmetic/format_score/mean@1",
-        "recipes.prorl.val_plateau=1",
-        "recipes.prorl.val_decline=0.0",
-        "trainer.test_freq=1",
-        "data.val_max_samples=8",  # the trigger's metric is constant: a few rows are enough
-        # one update at the default 1e-4 can leave every token's log-prob where it was in the
-        # precision verl computes the KL in (a run saw step 2's KL at exactly 0)
-        "actor_rollout_ref.actor.optim.lr=1e-3",
-        e2e.entropy_bonus,
-    )
+    out, proc = launches["plateau"]
     records = check_run(out, proc, [1, 2, 3, 4])
     check_rollout_matches_actor(records)
     for step in (1, 2, 3, 4):
