@@ -13,9 +13,9 @@ What makes two launches of one config differ, and what this setting does about e
                      the step's batch is sorted by key (recipes/trainer.py), so mini-batches and
                      gradient sums see the samples in one order.
   torch kernels      On: `torch.use_deterministic_algorithms(True, warn_only=True)` in every verl
-                     process, `CUBLAS_WORKSPACE_CONFIG=:4096:8`, `PYTHONHASHSEED=0`. The thread
-                     counts are Ray's (one intra-op thread per worker unless OMP_NUM_THREADS is set),
-                     the same from launch to launch on one machine.
+                     process, `CUBLAS_WORKSPACE_CONFIG=:4096:8`, `PYTHONHASHSEED=0`. Thread counts
+                     come from the environment Ray gives each worker (OMP_NUM_THREADS) and from
+                     vLLM's thread binding: the same from launch to launch on one machine.
   chunked prefill    vLLM's CPU build crashes on a seeded request whose prompt is prefilled in
                      chunks: platform=cpu turns chunked prefill off. vLLM then needs
                      `max_num_batched_tokens` >= `max_model_len`, which verl defaults to the model's
