@@ -233,7 +233,7 @@ class VLLMBackend:
                     kv_cache_memory_bytes=kv_cache_memory_bytes or CPU_KV_CACHE_BYTES,
                     max_num_batched_tokens=max_num_batched_tokens or CPU_MAX_NUM_BATCHED_TOKENS,
                     enforce_eager=True,
-                    distributed_executor_backend="uni",  # the model in the engine's own process
+                    distributed_executor_backend="uni",  # no worker process: the model runs in this one
                 )
             else:
                 engine.update(dtype=dtype or "auto", gpu_memory_utilization=gpu_memory_utilization)

@@ -189,8 +189,8 @@ class CPUSession:
     appeared meanwhile and that no live process holds. Idempotent.
 
     `in_process`: an offline engine (`vllm.LLM`) runs its engine core in this process instead of a
-    spawned one that imports vLLM again (the tiny model's engine loads in 9 s instead of 21 s on 2
-    cores). verl's rollout server (`AsyncLLM`) always runs its core in a process of its own."""
+    spawned one that imports vLLM again (`eval.run` loads the tiny model's engine in 5 s instead of
+    19 s on 2 cores). verl's rollout server (`AsyncLLM`) always runs its core in a process of its own."""
 
     def __init__(
         self,

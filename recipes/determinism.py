@@ -5,8 +5,8 @@ What makes two launches of one config differ, and what this setting does about e
   rollout sampling   vLLM draws every token from one engine-wide generator, so a response depends
                      on which requests share a batch and in what order they arrived. On: each
                      request carries its own seed, a pure function of (actor_rollout_ref.rollout.seed,
-                     epoch, row, session) for training rows and (seed, row, session) for validation
-                     rows (recipes/agent_loop.py). A resumed run draws the seeds the uninterrupted
+                     epoch, row, session) for training rows and (seed, "val", row, session) for
+                     validation rows (recipes/agent_loop.py). A resumed run draws the seeds the uninterrupted
                      run would have drawn.
   sample order       TransferQueue hands the trainer a step's responses in the order they finished.
                      Always (not only when on): rows get uids from the dataloader fetch count and
@@ -52,7 +52,7 @@ def enabled(cfg: DictConfig) -> bool:
 
 def request_seed(seed: int, *parts: object) -> int:
     """A vLLM request seed from the run's rollout seed and the request's coordinates
-    (e.g. ("train", epoch, row, session)): stable across processes and Python versions."""
+    (e.g. epoch, row, session): stable across processes and Python versions, below 2**31."""
     text = repr((int(seed), *parts)).encode()
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") >> 33  # < 2**31
 

@@ -1,6 +1,6 @@
 """scripts/bench/learning.py end to end on the tiny model (the benchmark itself runs SmolLM2 for
 half an hour per method; this checks its plumbing): the held-out file, the step-0 evaluation,
-eval.iterate over two checkpoints (the transformers backend here: each vLLM engine costs a minute),
+eval.iterate over two checkpoints (the transformers backend here: 33 s against vLLM's 53 s),
 summary.json, the table and the plot; a rerun generates nothing again. The training launch is the
 session's reference run (tests/conftest.py: its checkpoints of steps 1 and 2 and its metrics are
 copied in and the method marked trained, which learning.py then keeps as finished); the launch
