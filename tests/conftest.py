@@ -141,19 +141,6 @@ REFERENCE = (
 )
 
 
-# method=[grpo,prompt_aug,ta_grpo,cw_grpo,prorl], sampled at temperature 1, 3 steps, ProRL resetting
-# after step 2 (tests/test_train_e2e.py); launched twice, side by side with the reference run
-# (test_the_same_seed_gives_the_same_run compares the two).
-ALL_FOUR = (
-    "grpo,prompt_aug,ta_grpo,cw_grpo,prorl",
-    3,
-    "data.max_prompt_length=320",
-    "recipes.prorl.reset_every=2",
-    "actor_rollout_ref.actor.optim.lr=1e-3",
-    ENTROPY_BONUS,  # a gradient at every step
-)
-
-
 @pytest.fixture(scope="session", autouse=True)
 def recipes_cache(tmp_path_factory) -> Path:
     """The session's RECIPES_CACHE: models and data built once for every test that uses them, and
@@ -193,13 +180,9 @@ def e2e(recipes_cache, tiny_model, tmp_path_factory) -> SimpleNamespace:
     run that several tests share (REFERENCE above), with a checkpoint with verl's HF weights after
     each step (tests/test_train_e2e.py checks and resumes it, tests/test_eval_e2e.py evaluates its
     checkpoints). `e2e.train_reference(out, steps)` launches it with the same settings;
-    `e2e.reference_run_of(out, steps)` is that launch for `e2e.train_together`. The reference run
-    is launched together with the two all-four runs (ALL_FOUR), whose (folder, process) pairs are
-    then in `e2e.launched["all_four"]` and `e2e.launched["again"]`: three launches side by side take
-    about as long as two one after the other."""
+    `e2e.reference_run_of(out, steps)` is that launch for `e2e.train_together`."""
     cache = recipes_cache
     reference: list = []
-    launched: dict = {}
 
     def reference_run_of(out: Path, steps: int = REFERENCE_STEPS) -> tuple:
         extra = (*REFERENCE, f"trainer.validation_data_dir={out}/val", "trainer.logger=[file,tensorboard]")
@@ -211,17 +194,7 @@ def e2e(recipes_cache, tiny_model, tmp_path_factory) -> SimpleNamespace:
     def reference_run() -> tuple[Path, subprocess.CompletedProcess]:
         if not reference:
             out = tmp_path_factory.mktemp("reference")
-            root = tmp_path_factory.mktemp("all_four")
-            runs = {
-                "reference": reference_run_of(out),
-                "all_four": (root / "all_four", *ALL_FOUR),
-                "again": (root / "again", *ALL_FOUR),
-            }
-            procs = train_together(cache, list(runs.values()))
-            launched.update(
-                {name: (run[0], proc) for (name, run), proc in zip(runs.items(), procs, strict=True)}
-            )
-            reference.append(launched.pop("reference"))
+            reference.append((out, train_reference(out)))
         return reference[0]
 
     return SimpleNamespace(
@@ -231,7 +204,6 @@ def e2e(recipes_cache, tiny_model, tmp_path_factory) -> SimpleNamespace:
         reference_run_of=reference_run_of,
         copy_checkpoints=copy_checkpoints,
         reference=reference_run,
-        launched=launched,
         train_reference=train_reference,
         entropy_bonus=ENTROPY_BONUS,
     )

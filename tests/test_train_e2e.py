@@ -3,8 +3,8 @@ vLLM rollout server on vLLM's CPU build with its weight sync, our grader in verl
 Each launch costs 2-3 minutes on 2 cores, most of it process start-up, so each run carries the
 checks of several methods: 5 launches cover the four methods, resume, validation, a
 validation-triggered reset and a second launch of one run that must repeat it bit for bit
-(tests/conftest.py has the launcher and the shared reference run, launched together with the
-all-four run and its twin; the resumed and the DAPO runs go side by side: the `launches` fixture).
+(tests/conftest.py has the launcher and the shared reference run; this module's four launches run
+two at a time, the `launches` fixture).
 GRPO and DAPO are the two baselines trained here; Dr. GRPO differs from GRPO only in config keys,
 which tests/test_config.py asserts.
 
@@ -284,6 +284,16 @@ def test_prorl_resets_the_reference_every_two_steps(e2e):
 
 
 # ---------------------------------------------------------------------------- the launches
+# method=[grpo,prompt_aug,ta_grpo,cw_grpo,prorl], sampled at temperature 1, 3 steps, ProRL resetting
+# after step 2; launched twice (test_the_same_seed_gives_the_same_run compares the two).
+ALL_FOUR = (
+    "grpo,prompt_aug,ta_grpo,cw_grpo,prorl",
+    3,
+    "data.max_prompt_length=320",
+    "recipes.prorl.reset_every=2",
+    "actor_rollout_ref.actor.optim.lr=1e-3",
+    "actor_rollout_ref.actor.entropy_coeff=0.01",  # a gradient at every step (tests/conftest.py)
+)
 # DAPO + ProRL with a validation trigger (test_dapo_with_prorl_validation_plateau_...)
 PLATEAU = (
     "dapo,prorl",
@@ -303,18 +313,22 @@ PLATEAU = (
 
 @pytest.fixture(scope="module")
 def launches(e2e, tmp_path_factory) -> dict:
-    """This module's launches besides the reference run: the all-four run and its twin (launched
-    with the reference run, tests/conftest.py), then, side by side, the reference run resumed after
-    step 3 and the DAPO plateau run. {name: (output folder, the finished process)}."""
+    """This module's four launches, two at a time (tests/conftest.py: train_together): the
+    all-four run and its twin, then the reference run resumed after step 3 and the DAPO plateau
+    run. {name: (output folder, the finished process)}."""
     reference, _ = e2e.reference()
     root = tmp_path_factory.mktemp("launches")
     e2e.copy_checkpoints(reference, root / "resumed", upto=3)
-    runs = {"resumed": e2e.reference_run_of(root / "resumed"), "plateau": (root / "plateau", *PLATEAU)}
-    done = e2e.train_together(list(runs.values()))
-    return {
-        **e2e.launched,
-        **{name: (run[0], proc) for (name, run), proc in zip(runs.items(), done, strict=True)},
+    runs = {
+        "all_four": (root / "all_four", *ALL_FOUR),
+        "again": (root / "again", *ALL_FOUR),
+        "resumed": e2e.reference_run_of(root / "resumed"),
+        "plateau": (root / "plateau", *PLATEAU),
     }
+    done = {}
+    for wave in (("all_four", "again"), ("resumed", "plateau")):
+        done.update(zip(wave, e2e.train_together([runs[n] for n in wave]), strict=True))
+    return {name: (runs[name][0], done[name]) for name in runs}
 
 
 # ------------------------------------------------------------------------------------- resume
