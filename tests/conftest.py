@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -47,6 +48,9 @@ def litter() -> set[str]:
     return found
 
 
+STAGGER_S = 15
+
+
 def train_together(cache: Path, runs: list[tuple]) -> list[subprocess.CompletedProcess]:
     """`python -m recipes.train experiment=demo_cpu` once per `(out, method, steps, *overrides)`
     of `runs`, all at the same time, each with a checkpoint (incl. verl's HF weights) and a rollout
@@ -56,7 +60,11 @@ def train_together(cache: Path, runs: list[tuple]) -> list[subprocess.CompletedP
     env = {**os.environ, "RECIPES_CACHE": str(cache), "RAY_DEDUP_LOGS": "0"}
     before = litter()
     procs, logs = [], []
-    for out, method, steps, *extra in runs:
+    for i, (out, method, steps, *extra) in enumerate(runs):
+        # three launches started the same second once hung at their first step, cause not found
+        # (two runs picking the same free port is a guess): start them 15 s apart
+        if i:
+            time.sleep(STAGGER_S)
         args = [
             "experiment=demo_cpu",
             f"method=[{method}]",
