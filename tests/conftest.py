@@ -183,8 +183,8 @@ def smollm2_model(recipes_cache) -> Path:
 
 @pytest.fixture(scope="session")
 def e2e(recipes_cache, tiny_model, tmp_path_factory) -> SimpleNamespace:
-    """Training runs of the session: `e2e.train(out, method, steps, *overrides)` with one
-    model/data cache (`e2e.cache`) for all of them, and `e2e.reference()`, the one uninterrupted
+    """Training runs of the session: `e2e.train_together([(out, method, steps, *overrides), ...])`
+    with one model/data cache (`e2e.cache`) for all of them, and `e2e.reference()`, the one uninterrupted
     run that several tests share (REFERENCE above), with a checkpoint with verl's HF weights after
     each step (tests/test_train_e2e.py checks and resumes it, tests/test_eval_e2e.py evaluates its
     checkpoints). `e2e.train_reference(out, steps)` launches it with the same settings;
@@ -207,7 +207,6 @@ def e2e(recipes_cache, tiny_model, tmp_path_factory) -> SimpleNamespace:
 
     return SimpleNamespace(
         cache=cache,
-        train=lambda out, method, steps, *extra: train(cache, out, method, steps, *extra),
         train_together=lambda runs: train_together(cache, runs),
         reference_run_of=reference_run_of,
         copy_checkpoints=copy_checkpoints,

@@ -565,24 +565,17 @@ def test_without_chunked_prefill_vllm_gets_a_batch_as_long_as_a_sequence(monkeyp
 
     for name in determinism.ENV:  # prepare() exports these only where unset: keep the test's env
         monkeypatch.setenv(name, "test")
-    cfg = compose(["experiment=demo_cpu"])  # 128 + 32 tokens
-    determinism.prepare(cfg)
-    assert (
-        cfg.actor_rollout_ref.rollout.max_model_len,
-        cfg.actor_rollout_ref.rollout.max_num_batched_tokens,
-    ) == (
-        160,
-        1024,
-    )
-    cfg = compose(["experiment=demo_cpu", "data.max_prompt_length=2000"])
-    determinism.prepare(cfg)
-    assert (
-        cfg.actor_rollout_ref.rollout.max_model_len,
-        cfg.actor_rollout_ref.rollout.max_num_batched_tokens,
-    ) == (
-        2032,
-        2032,
-    )
+
+    def lengths(*overrides: str) -> tuple[int, int]:
+        cfg = compose(["experiment=demo_cpu", *overrides])
+        determinism.prepare(cfg)
+        return (
+            cfg.actor_rollout_ref.rollout.max_model_len,
+            cfg.actor_rollout_ref.rollout.max_num_batched_tokens,
+        )
+
+    assert lengths() == (160, 1024)  # 128 + 32 tokens
+    assert lengths("data.max_prompt_length=2000") == (2032, 2032)
     gpu = compose(["experiment=prompt_aug_qwen2_5_math_1_5b"])  # chunked prefill on: left to vLLM
     determinism.prepare(gpu)
     assert gpu.actor_rollout_ref.rollout.max_model_len is None

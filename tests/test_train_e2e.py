@@ -292,8 +292,7 @@ ALL_FOUR = (
     "data.max_prompt_length=320",
     "recipes.prorl.reset_every=2",
     "actor_rollout_ref.actor.optim.lr=1e-3",
-    "actor_rollout_ref.actor.entropy_coeff=0.01",  # a gradient at every step (tests/conftest.py)
-)
+)  # + the entropy bonus (a gradient at every step, tests/conftest.py), added by `launches`
 # DAPO + ProRL with a validation trigger (test_dapo_with_prorl_validation_plateau_...)
 PLATEAU = (
     "dapo,prorl",
@@ -307,8 +306,7 @@ PLATEAU = (
     # one update at the default 1e-4 can leave every token's log-prob where it was in the
     # precision verl computes the KL in (a run saw step 2's KL at exactly 0)
     "actor_rollout_ref.actor.optim.lr=1e-3",
-    "actor_rollout_ref.actor.entropy_coeff=0.01",
-)
+)  # + the entropy bonus
 
 
 @pytest.fixture(scope="module")
@@ -320,10 +318,10 @@ def launches(e2e, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("launches")
     e2e.copy_checkpoints(reference, root / "resumed", upto=3)
     runs = {
-        "all_four": (root / "all_four", *ALL_FOUR),
-        "again": (root / "again", *ALL_FOUR),
+        "all_four": (root / "all_four", *ALL_FOUR, e2e.entropy_bonus),
+        "again": (root / "again", *ALL_FOUR, e2e.entropy_bonus),
         "resumed": e2e.reference_run_of(root / "resumed"),
-        "plateau": (root / "plateau", *PLATEAU),
+        "plateau": (root / "plateau", *PLATEAU, e2e.entropy_bonus),
     }
     done = {}
     for wave in (("all_four", "again"), ("resumed", "plateau")):
