@@ -30,14 +30,13 @@ What it takes, and why (docs/cpu_platform.md tells the story):
 All of this touches verl internals, which is why verl is pinned exactly;
 tests/test_cpu_platform.py fails loudly when an upgrade breaks any of it.
 
-The module is imported in every Ray process through our `verl.plugins` entry point
-(recipes/plugins.py), before verl resolves its platform. Registering the "cpu" platform changes
+Our `verl.plugins` entry point (recipes/plugins.py) applies the patches in every Ray process, as
+soon as the process imports the verl module each one patches. Registering the "cpu" platform changes
 nothing on GPU machines: it is only chosen when `VERL_PLATFORM=cpu`.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 # Environment that selects this platform in every process (set by recipes.train for platform=cpu,
@@ -86,12 +85,10 @@ def patch_offload_policy() -> None:
     transformer_impl.CPUOffloadPolicy = unpinned
 
 
-def install() -> None:
-    """Apply the patches that only the CPU platform needs (called when VERL_PLATFORM=cpu)."""
-    patch_process_group()
-    patch_offload_policy()
-
-
-# Applied on import (recipes/plugins.py imports this module in every verl process).
-if os.environ.get("VERL_PLATFORM") == "cpu":
-    install()
+# verl's module -> the patch to apply once a process has imported it (recipes/plugins.py applies
+# them when VERL_PLATFORM=cpu). verl's engine workers import the initializer from
+# verl.utils.distributed, so they get the patched one.
+PATCHES = {
+    "verl.utils.distributed": patch_process_group,
+    "verl.workers.engine.fsdp.transformer_impl": patch_offload_policy,
+}

@@ -118,24 +118,29 @@ def shm_files() -> set[str]:
 
 
 def held_open() -> dict[str, set[int]]:
-    """The /dev/shm files some live process has open or mapped: name -> the pids that hold it."""
+    """The /dev/shm files some live process has open or mapped: name -> the pids that hold it.
+    Matched by inode, not name: glibc creates a semaphore under a temporary name, maps it, then
+    renames it, so its creator's mapping shows the temporary name (deleted)."""
+    names = {}
+    for path in SHM_DIR.iterdir() if SHM_DIR.is_dir() else ():
+        with contextlib.suppress(OSError):
+            names[path.stat().st_ino] = path.name
     held: dict[str, set[int]] = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
-        names = set()
+        inodes = set()
         with contextlib.suppress(OSError):
             for line in (proc / "maps").read_text().splitlines():
-                at = line.find(f"{SHM_DIR}/")
-                if at >= 0:
-                    names.add(line[at + len(str(SHM_DIR)) + 1 :].split(" ")[0])
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6 and fields[5].startswith(f"{SHM_DIR}/"):
+                    inodes.add(int(fields[4]))
             for fd in (proc / "fd").iterdir():
                 with contextlib.suppress(OSError):
-                    target = os.readlink(fd)
-                    if target.startswith(f"{SHM_DIR}/"):
-                        names.add(target[len(str(SHM_DIR)) + 1 :].split(" ")[0])
-        for name in names:
-            held.setdefault(name, set()).add(int(proc.name))
+                    if os.readlink(fd).startswith(f"{SHM_DIR}/"):
+                        inodes.add(fd.stat().st_ino)
+        for inode in inodes & names.keys():
+            held.setdefault(names[inode], set()).add(int(proc.name))
     return held
 
 
@@ -231,9 +236,9 @@ def run_session():
     """Around one CPU training run, in the driver before Ray starts (every process inherits the
     environment). At the end Ray is shut down, which ends every process of the run, and what
     they leave in /dev/shm is removed: vLLM's message queues (`psm_*`), verl's weight-sync
-    buffers (`verl_weights_*`, after a crash mid-sync) and multiprocessing semaphores (`sem.mp-*`:
-    glibc maps a live one under another name, so "held" cannot be checked for them; only those
-    that appeared during the run are removed, once its processes are gone)."""
+    buffers (`verl_weights_*`, after a crash mid-sync) and multiprocessing semaphores (`sem.mp-*`),
+    of those that appeared during the run the ones that no live process holds (another run or
+    an evaluation on the same machine keeps its own)."""
     session = CPUSession(orphan_prefixes=("psm_", "verl_weights_", "sem.mp-"))
     try:
         yield

@@ -38,6 +38,7 @@ timing_s/save_checkpoint.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -52,7 +53,6 @@ from omegaconf import OmegaConf
 from verl.single_controller.base.decorator import Dispatch, register
 from verl.trainer.ppo.utils import Role
 from verl.utils.debug import marked_timer
-from verl.workers.engine_workers import ActorRolloutRefWorker
 
 from recipes.method import Method, TrainerHooks
 from recipes.settings import ConfigError, setting
@@ -335,33 +335,48 @@ def load_shards(module: torch.nn.Module, folder: str, rank: int, world: int) -> 
         t.copy_(blob["shards"][name])
 
 
-class ProRLWorker(ActorRolloutRefWorker):
-    """verl's actor/rollout/reference worker plus the reference reset (module doc, 2.)."""
+@functools.cache
+def worker_class() -> type:
+    """`ProRLWorker`, made on first use: only processes that build actor workers import verl's
+    workers for it (1 s of every `import recipes.prorl` on 2 cores). Ray finds it by that name."""
+    from verl.workers.engine_workers import ActorRolloutRefWorker
 
-    def _engines(self):
-        if self.actor is None or self.ref is None:
-            raise ProRLError(
-                f"worker role {self.role!r}: ProRL needs the actor and the reference in the same worker "
-                "(role actor_rollout_ref: KL loss on, no LoRA, hybrid engine)"
-            )
-        return self.actor.engine, self.ref.engine
+    class ProRLWorker(ActorRolloutRefWorker):
+        """verl's actor/rollout/reference worker plus the reference reset (module doc, 2.)."""
 
-    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
-    def prorl_reset_reference(self, reset_optimizer: bool = True) -> dict:
-        t0 = time.perf_counter()
-        actor, ref = self._engines()
-        n = copy_parameters(actor.module, ref.module)
-        if reset_optimizer:
-            clear_optimizer_state(actor.optimizer)
-        return {"elements": n, "seconds": time.perf_counter() - t0}
+        def _engines(self):
+            if self.actor is None or self.ref is None:
+                raise ProRLError(
+                    f"worker role {self.role!r}: ProRL needs the actor and the reference in the same worker "
+                    "(role actor_rollout_ref: KL loss on, no LoRA, hybrid engine)"
+                )
+            return self.actor.engine, self.ref.engine
 
-    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
-    def prorl_save_reference(self, folder: str) -> None:
-        save_shards(self._engines()[1].module, folder, self.rank, self.world_size)
+        @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+        def prorl_reset_reference(self, reset_optimizer: bool = True) -> dict:
+            t0 = time.perf_counter()
+            actor, ref = self._engines()
+            n = copy_parameters(actor.module, ref.module)
+            if reset_optimizer:
+                clear_optimizer_state(actor.optimizer)
+            return {"elements": n, "seconds": time.perf_counter() - t0}
 
-    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
-    def prorl_load_reference(self, folder: str) -> None:
-        load_shards(self._engines()[1].module, folder, self.rank, self.world_size)
+        @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+        def prorl_save_reference(self, folder: str) -> None:
+            save_shards(self._engines()[1].module, folder, self.rank, self.world_size)
+
+        @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+        def prorl_load_reference(self, folder: str) -> None:
+            load_shards(self._engines()[1].module, folder, self.rank, self.world_size)
+
+    ProRLWorker.__module__, ProRLWorker.__qualname__ = __name__, "ProRLWorker"
+    return ProRLWorker
+
+
+def __getattr__(name: str):
+    if name == "ProRLWorker":
+        return worker_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --------------------------------------------------------------------------- trainer side
@@ -382,7 +397,7 @@ class ProRLHooks(TrainerHooks):
                 f"ProRL resets a reference held by the actor's workers; this run's roles are "
                 f"{sorted(map(str, trainer.role_worker_mapping))} (KL loss off, LoRA, or a separate reference)"
             )
-        trainer.role_worker_mapping[Role.ActorRolloutRef] = ray.remote(ProRLWorker)
+        trainer.role_worker_mapping[Role.ActorRolloutRef] = ray.remote(worker_class())
 
     def on_train_begin(self, trainer) -> None:
         self.training = True

@@ -41,6 +41,9 @@ def check(name, fn):
         results[name] = "ERROR: " + "".join(traceback.format_exception_only(type(exc), exc)).strip()
 
 import verl
+# registrations wait until the process imports what they extend (recipes/plugins.py, AFTER_IMPORT)
+HEAVY = ("verl.experimental.agent_loop", "verl.workers.engine_workers", "verl.trainer.ppo.v1", "recipes.trainer")
+results["loaded_by_import_verl"] = [name for name in HEAVY if name in sys.modules]
 import torch
 from verl.plugin.platform import get_platform
 from verl.utils import device
@@ -130,6 +133,18 @@ def reward_manager():
     return "math_pool" in REWARD_MANAGER
 
 check("reward_manager", reward_manager)
+
+def agent_loop():
+    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+    return "recipes_prompt_variants" in _agent_loop_registry
+
+check("agent_loop", agent_loop)
+
+def policy_loss():
+    from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY
+    return "cw_grpo" in POLICY_LOSS_REGISTRY
+
+check("policy_loss", policy_loss)
 
 def trainer():
     from verl.trainer.ppo.v1 import PPOTrainer, get_trainer_cls
@@ -223,7 +238,10 @@ def test_registries(fresh, mode):
     assert r["rollout_class"] == ["verl.workers.rollout.vllm_rollout.vllm_rollout.ServerAdapter", True]
     assert r["replica_class"] == ["vLLMReplica", True]
     assert r["reward_manager"] is True
+    assert r["agent_loop"] is True and r["policy_loss"] is True
     assert r["trainer"] == ["RecipesTrainerSync", True]
+    # ... each made when the process imported its registry, not by `import verl`
+    assert r["loaded_by_import_verl"] == []
 
 
 def test_without_env_nothing_changes(fresh):
@@ -323,10 +341,12 @@ def test_reloaded_weights_are_used_after_the_repack():
 
 
 def test_orphaned_shm_files_are_removed_and_held_ones_kept():
-    """What a run leaves in /dev/shm: segments of killed processes go, live processes' stay."""
+    """What a run leaves in /dev/shm: segments of killed processes go, live processes' stay, and so
+    does a live process's semaphore (glibc maps it under another name: a run's cleanup once deleted
+    the grader's semaphores of a test running beside it)."""
     from multiprocessing import shared_memory
 
-    from recipes.cpu_vllm import remove_orphans, shm_files
+    from recipes.cpu_vllm import held_open, remove_orphans, shm_files
 
     before = shm_files()
     orphan = shared_memory.SharedMemory(create=True, size=4096)
@@ -335,23 +355,25 @@ def test_orphaned_shm_files_are_removed_and_held_ones_kept():
         [
             sys.executable,
             "-c",
-            "import sys; from multiprocessing import shared_memory as s; m = s.SharedMemory(create=True, size=4096);"
-            "print(m.name, flush=True); sys.stdin.read()",
+            "import sys, multiprocessing as mp; from multiprocessing import shared_memory as s;"
+            "m = s.SharedMemory(create=True, size=4096); lock = mp.get_context('spawn').Lock();"
+            "print(m.name, 'sem.' + lock._semlock.name.lstrip('/'), flush=True); sys.stdin.read()",
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
-    held = holder.stdout.readline().strip()
+    held, semaphore = holder.stdout.readline().split()
     try:
         new = shm_files() - before
-        assert {orphan.name, held} <= new
+        assert {orphan.name, held, semaphore} <= new
+        assert {held, semaphore} <= held_open().keys()
         removed = remove_orphans(new, wait_s=0.5)
-        assert orphan.name in removed and held not in removed
-        assert held in shm_files() and orphan.name not in shm_files()
+        assert orphan.name in removed and held not in removed and semaphore not in removed
+        assert {held, semaphore} <= shm_files() and orphan.name not in shm_files()
     finally:
         holder.communicate("")
-    assert held not in shm_files()  # its owner unlinked it on exit
+    assert held not in shm_files() and semaphore not in shm_files()  # their owner unlinked them on exit
 
 
 FIRST_IMPORTS = ("recipes.cpu_platform", "recipes.trainer", "recipes.reward", "recipes.plugins")
