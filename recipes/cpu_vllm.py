@@ -112,6 +112,9 @@ def register_vllm_plugin() -> None:
         keep_linear_weights()
 
 
+SESSION_VAR = "RECIPES_VLLM_SESSION"
+
+
 def shm_files() -> set[str]:
     """The files now in /dev/shm."""
     return {p.name for p in SHM_DIR.iterdir()} if SHM_DIR.is_dir() else set()
@@ -144,19 +147,34 @@ def held_open() -> dict[str, set[int]]:
     return held
 
 
-def remove_orphans(new: set[str], wait_s: float = 15.0) -> list[str]:
+def carries(pid: int, entry: str) -> bool:
+    """Whether process `pid` is this one or was started with `entry` ("NAME=value") in its
+    environment (a process's own later changes to its environment do not show)."""
+    if pid == os.getpid():
+        return True
+    try:
+        return entry.encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+def remove_orphans(new: set[str], wait_s: float = 15.0, own: str | None = None) -> list[str]:
     """Delete those of `new` (files that appeared in /dev/shm during a run) that no live process
     holds, once every one of them is free or `wait_s` has passed; returns the names removed.
     Processes killed at shutdown never unlink what they made: vLLM's message queues (`psm_*`),
     multiprocessing semaphores (`sem.mp-*`), and verl's weight-sync buffers (`verl_weights_*`)
-    after a crash mid-sync."""
+    after a crash mid-sync. `own` ("NAME=value" in the environment of the run's processes): wait
+    only for the run's own processes to let go, then remove what only they still hold (Ray ends
+    them slowly); what another process holds (a run or a grader beside this one) is kept."""
     deadline = time.monotonic() + wait_s
     while True:
         live = shm_files() & new
-        held = live & held_open().keys()
-        if not held or time.monotonic() > deadline:
+        holders = {name: pids for name, pids in held_open().items() if name in live}
+        ours = {name for name, pids in holders.items() if own and all(carries(p, own) for p in pids)}
+        if not (ours if own else holders) or time.monotonic() > deadline:
             break
         time.sleep(0.5)
+    held = holders.keys() - ours
     removed = []
     for name in sorted(live - held):
         with contextlib.suppress(FileNotFoundError):
@@ -212,10 +230,11 @@ class CPUSession:
         want = vllm_env(self.root)
         if in_process:
             want["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        self.saved = {k: os.environ.get(k) for k in want}
+        self.saved = {k: os.environ.get(k) for k in (*want, SESSION_VAR)}
         for k, v in want.items():
             if os.environ.get(k) is None:
                 os.environ[k] = v
+        os.environ[SESSION_VAR] = self.root  # marks the processes of this session (close)
 
     def close(self, wait_s: float = 15.0) -> None:
         if self.root is None:
@@ -226,9 +245,9 @@ class CPUSession:
             else:
                 os.environ[k] = v
         shutil.rmtree(self.root, ignore_errors=True)
-        self.root = None
         new = {n for n in shm_files() - self.shm_before if n.startswith(self.orphan_prefixes)}
-        remove_orphans(new, wait_s=wait_s)
+        remove_orphans(new, wait_s=wait_s, own=f"{SESSION_VAR}={self.root}")
+        self.root = None
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from recipes.cpu_vllm import held_open
+from recipes.cpu_vllm import held_open, shm_files
 from rewards.grader import Grader
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,21 +56,25 @@ def parent_of(pid: int) -> int:
         return 0
 
 
-def held_beside() -> set[str]:
-    """The /dev/shm files (as `litter` names them) that the processes of the other pytest-xdist
-    worker hold: its tests run while this worker's launch trains, and their files are theirs."""
+def not_ours() -> set[str]:
+    """The /dev/shm files (as `litter` names them) that a launch may not be blamed for when another
+    pytest-xdist worker runs tests beside it: those its processes hold, and those no process holds
+    (its tests kill graders on purpose, whose semaphores stay until its session removes them; a
+    file nobody holds cannot be traced to its maker). A file that a process of the launch still
+    holds (an engine core that outlived the run) still counts; a run on one worker checks all."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return set()
     me, controller = os.getpid(), os.getppid()
-    beside = set()
-    for name, pids in held_open().items():
+    held = held_open()
+    theirs = {f"/dev/shm/{n}" for n in shm_files() if n not in held}
+    for name, pids in held.items():
         for pid in pids:
             chain = [pid]
             while chain[-1] > 1 and len(chain) < 64:
                 chain.append(parent_of(chain[-1]))
             if controller in chain and me not in chain:
-                beside.add(f"/dev/shm/{name}")
-    return beside
+                theirs.add(f"/dev/shm/{name}")
+    return theirs
 
 
 STAGGER_S = 15
@@ -120,7 +124,7 @@ def train_together(cache: Path, runs: list[tuple]) -> list[subprocess.CompletedP
                 f.close()
     for proc in done:
         assert proc.returncode == 0, (proc.args, proc.stdout[-3000:], proc.stderr[-6000:])
-    left = litter() - before - held_beside()
+    left = litter() - before - not_ours()
     assert not left, f"the run left {sorted(left)}"
     return done
 

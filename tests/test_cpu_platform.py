@@ -362,6 +362,7 @@ def test_orphaned_shm_files_are_removed_and_held_ones_kept():
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        env={**os.environ, "RECIPES_VLLM_SESSION": "/tmp/a-run"},
     )
     held, semaphore = holder.stdout.readline().split()
     try:
@@ -371,6 +372,12 @@ def test_orphaned_shm_files_are_removed_and_held_ones_kept():
         removed = remove_orphans(new, wait_s=0.5)
         assert orphan.name in removed and held not in removed and semaphore not in removed
         assert {held, semaphore} <= shm_files() and orphan.name not in shm_files()
+        # another run's process holds them: kept; a process of this run (its environment says so,
+        # Ray ends them slowly) holds them: removed once the wait is over
+        assert remove_orphans(new, wait_s=0.5, own="RECIPES_VLLM_SESSION=/tmp/b-run") == []
+        assert remove_orphans(new, wait_s=0.5, own="RECIPES_VLLM_SESSION=/tmp/a-run") == sorted(
+            [held, semaphore]
+        )
     finally:
         holder.communicate("")
     assert held not in shm_files() and semaphore not in shm_files()  # their owner unlinked them on exit
