@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from recipes.cpu_vllm import held_open, shm_files
+from recipes.cpu_vllm import carries, held_open, shm_files
 from rewards.grader import Grader
 
 REPO = Path(__file__).resolve().parent.parent
@@ -49,32 +49,19 @@ def litter() -> set[str]:
     return found
 
 
-def parent_of(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
 def not_ours() -> set[str]:
     """The /dev/shm files (as `litter` names them) that a launch may not be blamed for when another
-    pytest-xdist worker runs tests beside it: those its processes hold, and those no process holds
-    (its tests kill graders on purpose, whose semaphores stay until its session removes them; a
-    file nobody holds cannot be traced to its maker). A file that a process of the launch still
-    holds (an engine core that outlived the run) still counts; a run on one worker checks all."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
+    pytest-xdist worker runs tests beside it: those that no process of this worker holds. Its
+    processes, a launch's included, carry this worker's PYTEST_XDIST_WORKER (recipes.cpu_vllm's
+    `carries`); the other worker's tests kill graders on purpose, whose semaphores nobody holds
+    until its session removes them, and such a file cannot be traced to its maker. A file that a
+    process of the launch still holds (an engine core that outlived the run) still counts; a run
+    on one worker checks all."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
         return set()
-    me, controller = os.getpid(), os.getppid()
-    held = held_open()
-    theirs = {f"/dev/shm/{n}" for n in shm_files() if n not in held}
-    for name, pids in held.items():
-        for pid in pids:
-            chain = [pid]
-            while chain[-1] > 1 and len(chain) < 64:
-                chain.append(parent_of(chain[-1]))
-            if controller in chain and me not in chain:
-                theirs.add(f"/dev/shm/{name}")
-    return theirs
+    mark, held = f"PYTEST_XDIST_WORKER={worker}", held_open()
+    return {f"/dev/shm/{n}" for n in shm_files() if not any(carries(pid, mark) for pid in held.get(n, ()))}
 
 
 STAGGER_S = 15
