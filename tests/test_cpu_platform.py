@@ -343,13 +343,16 @@ def test_reloaded_weights_are_used_after_the_repack():
 def test_orphaned_shm_files_are_removed_and_held_ones_kept():
     """What a run leaves in /dev/shm: segments of killed processes go, live processes' stay, and so
     does a live process's semaphore (glibc maps it under another name: a run's cleanup once deleted
-    the grader's semaphores of a test running beside it)."""
+    the grader's semaphores of a test running beside it). The test works on its own files only: a
+    run beside it (another pytest-xdist worker) removes the unheld `psm_*` files that appear during
+    it, so the orphan gets a name no run's clean-up looks at."""
+    import uuid
     from multiprocessing import shared_memory
 
     from recipes.cpu_vllm import held_open, remove_orphans, shm_files
 
     before = shm_files()
-    orphan = shared_memory.SharedMemory(create=True, size=4096)
+    orphan = shared_memory.SharedMemory(name=f"recipes-test-{uuid.uuid4().hex[:8]}", create=True, size=4096)
     orphan.close()  # nobody holds it any more: as after a SIGKILL, it was never unlinked
     holder = subprocess.Popen(
         [
@@ -366,11 +369,11 @@ def test_orphaned_shm_files_are_removed_and_held_ones_kept():
     )
     held, semaphore = holder.stdout.readline().split()
     try:
-        new = shm_files() - before
-        assert {orphan.name, held, semaphore} <= new
+        new = {orphan.name, held, semaphore}
+        assert new <= shm_files() - before
         assert {held, semaphore} <= held_open().keys()
         removed = remove_orphans(new, wait_s=0.5)
-        assert orphan.name in removed and held not in removed and semaphore not in removed
+        assert removed == [orphan.name]
         assert {held, semaphore} <= shm_files() and orphan.name not in shm_files()
         # another run's process holds them: kept; a process of this run (its environment says so,
         # Ray ends them slowly) holds them: removed once the wait is over

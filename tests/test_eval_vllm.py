@@ -20,7 +20,7 @@ import pytest
 from eval import run as eval_run
 from eval.backends import Decoding
 from recipes import models
-from recipes.cpu_vllm import held_open, shm_files
+from recipes.cpu_vllm import shm_files
 
 pytestmark = [
     pytest.mark.slow,
@@ -43,7 +43,7 @@ def tiny(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def vllm_run(tiny, tmp_path_factory) -> dict:
+def vllm_run(tiny, tmp_path_factory, shm_not_ours) -> dict:
     """`python -m eval.run` with the defaults of backend and memory, a home and a temporary folder
     of its own (to see what it leaves there; torch inductor's cache stays in the usual one), and
     /dev/shm watched."""
@@ -67,7 +67,7 @@ def vllm_run(tiny, tmp_path_factory) -> dict:
         "out": out,
         "home": home,
         "tmp": tmp,
-        "shm_left": shm_left - held_open().keys(),  # held: another live process's (tests running beside)
+        "shm_left": {f"/dev/shm/{n}" for n in shm_left} - shm_not_ours(),
     }
 
 
