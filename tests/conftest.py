@@ -64,7 +64,6 @@ def not_ours() -> set[str]:
     return {f"/dev/shm/{n}" for n in shm_files() if not any(carries(pid, mark) for pid in held.get(n, ()))}
 
 
-
 @pytest.fixture(scope="session")
 def shm_not_ours():
     """`not_ours`, for a test module that watches /dev/shm around a launch of its own."""
