@@ -349,7 +349,7 @@ def test_orphaned_shm_files_are_removed_and_held_ones_kept():
     import uuid
     from multiprocessing import shared_memory
 
-    from recipes.cpu_vllm import held_open, remove_orphans, shm_files
+    from recipes.cpu_vllm import SESSION_VAR, held_open, remove_orphans, shm_files
 
     before = shm_files()
     orphan = shared_memory.SharedMemory(name=f"recipes-test-{uuid.uuid4().hex[:8]}", create=True, size=4096)
@@ -365,7 +365,7 @@ def test_orphaned_shm_files_are_removed_and_held_ones_kept():
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "RECIPES_VLLM_SESSION": "/tmp/a-run"},
+        env={**os.environ, SESSION_VAR: "/tmp/a-run"},
     )
     held, semaphore = holder.stdout.readline().split()
     try:
@@ -377,10 +377,8 @@ def test_orphaned_shm_files_are_removed_and_held_ones_kept():
         assert {held, semaphore} <= shm_files() and orphan.name not in shm_files()
         # another run's process holds them: kept; a process of this run (its environment says so,
         # Ray ends them slowly) holds them: removed once the wait is over
-        assert remove_orphans(new, wait_s=0.5, own="RECIPES_VLLM_SESSION=/tmp/b-run") == []
-        assert remove_orphans(new, wait_s=0.5, own="RECIPES_VLLM_SESSION=/tmp/a-run") == sorted(
-            [held, semaphore]
-        )
+        assert remove_orphans(new, wait_s=0.5, own=f"{SESSION_VAR}=/tmp/b-run") == []
+        assert remove_orphans(new, wait_s=0.5, own=f"{SESSION_VAR}=/tmp/a-run") == sorted([held, semaphore])
     finally:
         holder.communicate("")
     assert held not in shm_files() and semaphore not in shm_files()  # their owner unlinked them on exit
