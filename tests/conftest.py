@@ -6,7 +6,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -70,23 +69,17 @@ def shm_not_ours():
     return not_ours
 
 
-STAGGER_S = 15
-
-
 def train_together(cache: Path, runs: list[tuple]) -> list[subprocess.CompletedProcess]:
     """`python -m recipes.train experiment=demo_cpu` once per `(out, method, steps, *overrides)`
     of `runs`, all at the same time, each with a checkpoint (incl. verl's HF weights) and a rollout
     dump every step; fails the test if a run fails or they leave anything behind. A launch keeps
     about one of two cores busy (its processes start one after another), so two side by side take
-    little longer than one."""
+    little longer than one. Started the same second, their weight syncs fall together: two runs
+    once met on one sync socket and hung (recipes/weight_sync.py)."""
     env = {**os.environ, "RECIPES_CACHE": str(cache), "RAY_DEDUP_LOGS": "0"}
     before = litter()
     procs, logs = [], []
-    for i, (out, method, steps, *extra) in enumerate(runs):
-        # three launches started the same second once hung at their first step, cause not found
-        # (two runs picking the same free port is a guess): start them 15 s apart
-        if i:
-            time.sleep(STAGGER_S)
+    for out, method, steps, *extra in runs:
         args = [
             "experiment=demo_cpu",
             f"method=[{method}]",
