@@ -26,6 +26,11 @@ What it takes, and why (docs/cpu_platform.md tells the story):
 11. The process-group backend "cpu:gloo,<device>:<backend>" becomes "cpu:gloo,cpu:gloo", which
     torch rejects: `patch_process_group`.
 12. Dataloader worker processes are killed noisily at exit: config `dataloader_num_workers=0`.
+13. verl's FSDP engine computes in `fsdp_config.mixed_precision.param_dtype`, bf16 unless set
+    (FSDP2 casts the gathered weights to it and the forward autocasts to it): config
+    `mixed_precision` fp32 for the actor and the reference. On CPUs without AMX or AVX512-BF16
+    (most laptops and CI runners) bf16 matmul is ~90x slower than float32; `check_precision`
+    allows bf16 only where the CPU has it, as an opt-in, and the run line names the precision.
 
 All of this touches verl internals, which is why verl is pinned exactly;
 tests/test_cpu_platform.py fails loudly when an upgrade breaks any of it.
@@ -37,6 +42,7 @@ nothing on GPU machines: it is only chosen when `VERL_PLATFORM=cpu`.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 # Environment that selects this platform in every process (set by recipes.train for platform=cpu,
@@ -92,3 +98,52 @@ PATCHES = {
     "verl.utils.distributed": patch_process_group,
     "verl.workers.engine.fsdp.transformer_impl": patch_offload_policy,
 }
+
+
+# ---------------------------------------------------------------------------- precision (13)
+# The FSDP engines a platform=cpu run builds, by config section (a critic is never built here).
+FSDP_ROLES = ("actor_rollout_ref.actor", "actor_rollout_ref.ref")
+NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # /proc/cpuinfo flags of a native bf16 matmul
+
+
+def compute_dtype(cfg, role: str) -> str:
+    """The dtype verl's FSDP engine computes `role` in, resolved as verl resolves it: its
+    `fsdp_config.mixed_precision.param_dtype`, bf16 when unset."""
+    from omegaconf import OmegaConf
+    from verl.utils.torch_dtypes import PrecisionType
+
+    mp = OmegaConf.select(cfg, f"{role}.fsdp_config.mixed_precision")
+    name = (mp or {}).get("param_dtype", "bf16")
+    return str(PrecisionType.to_dtype(name)).removeprefix("torch.")
+
+
+def native_bf16(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """The CPU flag that gives this machine a native bf16 matmul, or None (AVX2-only CPUs)."""
+    try:
+        flags = set(Path(cpuinfo).read_text().split())
+    except OSError:
+        return None
+    return next((f for f in NATIVE_BF16_FLAGS if f in flags), None)
+
+
+def check_precision(cfg, native: str | None = None) -> str:
+    """Refuse a CPU training dtype this CPU has no fast kernels for; return what the run line
+    says of it ("float32", or "bfloat16 (opt-in; this CPU has amx_bf16)")."""
+    from recipes.settings import ConfigError
+
+    dtypes = {role: compute_dtype(cfg, role) for role in FSDP_ROLES}
+    slow = {r: d for r, d in dtypes.items() if d != "float32"}
+    if not slow:
+        return "float32"
+    native = native if native is not None else native_bf16()
+    role, dtype = next(iter(slow.items()))
+    key = f"{role}.fsdp_config.mixed_precision.param_dtype"
+    if dtype != "bfloat16":
+        raise ConfigError(f"{key}={dtype}: platform=cpu trains in float32 (or bf16 where the CPU has it).")
+    if not native:
+        raise ConfigError(
+            f"{key}=bf16: this CPU has no native bf16 matmul ({' or '.join(NATIVE_BF16_FLAGS)}), where "
+            "bf16 runs about 90x slower than float32 (scripts/bench/cpu_precision.py); platform=cpu "
+            "trains in fp32."
+        )
+    return f"{', '.join(sorted(set(dtypes.values())))} (bf16 opt-in; this CPU has {native})"

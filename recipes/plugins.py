@@ -7,6 +7,7 @@ rollout workers, reward loop), loaded through our `verl.plugins` entry point on 
 and, once the process imports the verl module they extend (`AFTER_IMPORT` below):
   CPU patches             recipes/cpu_platform.py (when VERL_PLATFORM=cpu)
   weight-sync socket per run  recipes/weight_sync.py (two runs on one machine)
+  PPO loss on on-policy updates  recipes/on_policy.py (old = current.detach(), no extra pass)
   trainer "recipes_sync"  recipes/trainer.py
   reward "math_pool"      recipes/reward.py
   agent loop "recipes_prompt_variants"  recipes/agent_loop.py
@@ -247,9 +248,9 @@ AFTER_IMPORT: dict[str, Callable[[], object]] = {
     "verl.trainer.ppo.core_algos": _importer("recipes.cw_grpo"),  # policy losses
     "verl.trainer.ppo.v1": _importer("recipes.trainer"),  # trainers
 }
-from recipes import weight_sync  # noqa: E402  ... a fix of verl's weight sync
+from recipes import on_policy, weight_sync  # noqa: E402  ... a fix of verl's weight sync, the on-policy loss
 
-AFTER_IMPORT |= weight_sync.PATCHES
+AFTER_IMPORT |= weight_sync.PATCHES | on_policy.PATCHES
 if os.environ.get("VERL_PLATFORM") == "cpu":  # ... and the CPU patches
     from recipes.cpu_platform import PATCHES
 

@@ -159,6 +159,9 @@ def validate(cfg: DictConfig) -> None:
         )
     if platform == "cpu":
         _check_cpu_vllm(cfg)
+        from recipes.cpu_platform import check_precision
+
+        check_precision(cfg)
     determinism.check(cfg)
 
 
@@ -492,8 +495,15 @@ def run(cfg: DictConfig) -> Path:
             from recipes.cpu_vllm import run_session, vllm_cpu_version
 
             session = run_session()
+            from recipes.cpu_platform import check_precision
+
             dtype = _get(cfg, "actor_rollout_ref.rollout.dtype")
-            say(f"rollout: verl's vLLM server on vLLM's CPU build (vllm-cpu {vllm_cpu_version()}), {dtype}")
+            say(
+                f"rollout: verl's vLLM server on vLLM's CPU build (vllm-cpu {vllm_cpu_version()}), {dtype}; "
+                f"training: {check_precision(cfg)}{_on_policy_note(cfg)}"
+            )
+        elif _on_policy_note(cfg):
+            say(f"training:{_on_policy_note(cfg).removeprefix(',')}")
         try:
             with session:
                 run_ppo(cfg, task_runner_class=TaskRunnerV1)
@@ -509,6 +519,12 @@ def run(cfg: DictConfig) -> Path:
         os.dup2(fd, 1)
         os.dup2(fd, 2)
     return metrics
+
+
+def _on_policy_note(cfg: DictConfig) -> str:
+    from recipes import on_policy
+
+    return ", old log-probs from the update's own forward (on-policy)" if on_policy.active(cfg) else ""
 
 
 def _save_resolved(cfg: DictConfig, path: Path) -> None:

@@ -19,6 +19,9 @@
    `<fetch>-<position>` (verl draws random ones), and every step's batch is sorted by TransferQueue
    key (`<uid>_<session>_<output>`) before verl balances it over the workers. Mini-batches and
    gradient sums then see the samples in the same order in every launch (recipes/determinism.py).
+6. On-policy updates skip verl's old-log-prob forward (recipes/on_policy.py): the loss takes the
+   update's own log-probs as the old ones; entropy and the rollout-vs-actor metrics come from the
+   update's forward under verl's names.
 Padding samples (verl duplicates samples to fill data-parallel ranks) are left out of 1, 2 and 4.
 """
 
@@ -28,6 +31,7 @@ import json
 import os
 from collections import Counter
 
+import torch
 import transfer_queue as tq
 from omegaconf import open_dict
 from verl.trainer.ppo.v1.trainer_base import register_trainer
@@ -36,7 +40,7 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.debug import marked_timer
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
-from recipes import registry
+from recipes import on_policy, registry
 from recipes.agent_loop import EPOCH_KEY
 from recipes.method import Samples
 from rewards.grader import STATUSES
@@ -77,8 +81,11 @@ class RecipesTrainerSync(PPOTrainerSync):
     def __init__(self, config):
         # verl picks its sync replay buffer, fetch size and checkpoint contents by comparing the
         # mode's NAME with "sync"; under "recipes_sync" it would treat this trainer as async.
+        self.on_policy = on_policy.active(config)
         with open_dict(config):
             config.trainer.v1.trainer_mode = "sync"
+            if self.on_policy:  # actor/entropy from the update's forward (6)
+                config.actor_rollout_ref.actor.calculate_entropy = True
         self.hooks = registry.trainer_hooks(config)  # read by _init_resource_pool_mgr
         super().__init__(config)
 
@@ -157,6 +164,31 @@ class RecipesTrainerSync(PPOTrainerSync):
         for hook in self.hooks:
             hook.load(self, self._step_folder())
 
+    # ------------------------------------------------------------------ on-policy updates (6)
+    def _compute_old_log_prob(self, batch, metrics: dict):
+        if not self.on_policy:
+            return super()._compute_old_log_prob(batch, metrics)
+        # the field must exist for verl's advantage step; the loss replaces it (recipes/on_policy.py)
+        data = tq.kv_batch_get(
+            keys=batch.keys, partition_id=batch.partition_id, select_fields=["response_mask"]
+        )
+        data["old_log_probs"] = torch.zeros_like(data["response_mask"], dtype=torch.float32)
+        return tq.kv_batch_put(
+            keys=batch.keys, partition_id=batch.partition_id, fields=data.select("old_log_probs")
+        )
+
+    def _update_actor(self, batch, metrics: dict):
+        if not self.on_policy:
+            return super()._update_actor(batch, metrics)
+        batch.extra_info[on_policy.FLAG] = True
+        update: dict = {}
+        batch = super()._update_actor(batch, update)
+        for key, value in update.items():  # verl's names, as the skipped pass would have logged them
+            metrics[key.removeprefix("actor/") if key.startswith("actor/training/") else key] = value
+        if "actor/entropy_loss" in update:
+            metrics["actor/entropy"] = update["actor/entropy_loss"]
+        return batch
+
     # ---------------------------------------------------------------------------- metrics
     def _sample_fields(self, batch, fields: list[str]):
         """TransferQueue fields of the batch's non-padding samples (keys in batch order)."""
@@ -181,7 +213,12 @@ class RecipesTrainerSync(PPOTrainerSync):
         samples = Samples(keep, extra, infos, [lengths[i] for i in keep], {f: data[f] for f in wanted})
         for hook in self.hooks:
             hook.before_advantage(self, batch, samples, metrics)
-        return super()._compute_advantage(batch, metrics)
+        if not self.on_policy:
+            return super()._compute_advantage(batch, metrics)
+        verl: dict = {}  # rollout_corr/* would compare the rollout with the placeholder (6)
+        batch = super()._compute_advantage(batch, verl)
+        metrics.update({k: v for k, v in verl.items() if not k.startswith("rollout_corr/")})
+        return batch
 
     # ------------------------------------------------------------------------ rollout dump
     def _log_rollout_data(self, batch, timing_raw: dict, rollout_data_dir: str):

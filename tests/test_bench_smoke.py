@@ -98,3 +98,20 @@ def test_vllm_cpu_bench_gives_every_contender_the_same_work(tmp_path):
     ]
     assert [r.split(" | ")[0] for r in rows] == ["| transformers", "| vllm-bfloat16"]
     assert rows[0].split(" | ")[4] == "1.00x"
+
+
+PRECISION_BENCH = BENCH.parent / "cpu_precision.py"
+
+
+@pytest.mark.slow
+def test_cpu_precision_bench_names_the_cpu_and_the_chosen_dtype():
+    out = subprocess.run(
+        [sys.executable, str(PRECISION_BENCH), "--size", "256", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "instruction set: " in out.stdout and "platform=cpu trains in: float32" in out.stdout, out.stdout
+    rows = {line.split("|")[1].strip(): line.split("|") for line in out.stdout.splitlines() if line.startswith("| ")}
+    assert rows["float32"][3].strip() == "1.000x" and float(rows["bfloat16"][2]) > 0, out.stdout

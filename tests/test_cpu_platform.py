@@ -417,3 +417,75 @@ def test_every_name_is_registered_whichever_module_a_process_imports_first():
         stdout, stderr = proc.communicate(timeout=300)
         assert proc.returncode == 0, (first, stderr[-3000:])
         assert stdout.strip().splitlines()[-1] == "cpu", first
+
+
+# ----------------------------------------------------------------- part 3: the training precision
+def _dtype_probe(cache, *overrides) -> dict:
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "dtype_probe.py"), str(cache), *overrides],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert proc.returncode == 0 and lines, (proc.stdout[-2000:], proc.stderr[-4000:])
+    return json.loads(lines[-1])
+
+
+def test_every_fsdp_engine_of_a_cpu_run_computes_in_float32(recipes_cache, tiny_model):
+    """verl's real actor and reference engines, built from platform=cpu's config, run their own
+    forward: every linear layer sees float32 weights and returns float32, with no bf16 autocast
+    (verl's default, bf16, is what platform=cpu used before it set mixed_precision)."""
+    probe = _dtype_probe(recipes_cache)
+    for role in ("actor", "ref"):
+        assert probe[role] == {
+            "output": ["torch.float32"],
+            "weight": ["torch.float32"],
+            "autocast": "torch.float32",
+        }
+
+
+def test_the_probe_sees_bf16_when_it_is_asked_for(recipes_cache, tiny_model):
+    """The probe can fail: with verl's bf16 for the actor, the actor's layers compute in bf16."""
+    probe = _dtype_probe(
+        recipes_cache, "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16"
+    )
+    assert probe["actor"]["output"] == ["torch.bfloat16"] and probe["actor"]["autocast"] == "torch.bfloat16"
+    assert probe["ref"]["output"] == ["torch.float32"]
+
+
+def test_bf16_on_a_cpu_is_an_opt_in_where_the_cpu_has_it(tmp_path):
+    from recipes.cpu_platform import check_precision, compute_dtype, native_bf16
+    from recipes.settings import ConfigError
+    from recipes.train import compose
+
+    assert check_precision(compose(["experiment=demo_cpu"]), native=None) == "float32"
+    bf16 = compose(
+        ["experiment=demo_cpu", "actor_rollout_ref.ref.fsdp_config.mixed_precision.param_dtype=bf16"]
+    )
+    with pytest.raises(
+        ConfigError, match=r"ref.fsdp_config.mixed_precision.param_dtype=bf16: this CPU has no"
+    ):
+        check_precision(bf16, native="")
+    assert (
+        check_precision(bf16, native="amx_bf16") == "bfloat16, float32 (bf16 opt-in; this CPU has amx_bf16)"
+    )
+    fp16 = compose(
+        ["experiment=demo_cpu", "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=fp16"]
+    )
+    with pytest.raises(ConfigError, match="param_dtype=float16: platform=cpu trains in float32"):
+        check_precision(fp16, native="amx_bf16")
+    # the flags, read from a cpuinfo file
+    info = tmp_path / "cpuinfo"
+    info.write_text("flags\t\t: fpu avx avx2 fma\n")
+    assert native_bf16(str(info)) is None
+    info.write_text("flags\t\t: fpu avx2 avx512f avx512_bf16 amx_tile\n")
+    assert native_bf16(str(info)) == "avx512_bf16"
+    # GPU presets keep verl's bf16
+    gpu = compose(["experiment=prompt_aug_qwen2_5_math_1_5b"])
+    assert (
+        compute_dtype(gpu, "actor_rollout_ref.actor")
+        == compute_dtype(gpu, "actor_rollout_ref.ref")
+        == "bfloat16"
+    )

