@@ -113,5 +113,9 @@ def test_cpu_precision_bench_names_the_cpu_and_the_chosen_dtype():
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "instruction set: " in out.stdout and "platform=cpu trains in: float32" in out.stdout, out.stdout
-    rows = {line.split("|")[1].strip(): line.split("|") for line in out.stdout.splitlines() if line.startswith("| ")}
+    rows = {
+        line.split("|")[1].strip(): line.split("|")
+        for line in out.stdout.splitlines()
+        if line.startswith("| ")
+    }
     assert rows["float32"][3].strip() == "1.000x" and float(rows["bfloat16"][2]) > 0, out.stdout
