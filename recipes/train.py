@@ -433,13 +433,9 @@ def run(cfg: DictConfig) -> Path:
     """Validate, prepare, train. Returns the metrics file. Unless recipes.verbose, what verl, Ray
     and vLLM print goes to `<output_dir>/logs/<launch time>.log` (recipes/console.py)."""
     verbose = bool(_get(cfg, "recipes.verbose"))
+    env_before = dict(os.environ)
     with held(enabled=not verbose, expected=(ConfigError,)) as before_ray:
-        check_verl_seam()
-        check_config(cfg)
-        prepare(cfg)
-        check_model(cfg)
-        check_attention(cfg)
-        check_data(cfg)
+        preflight(cfg)
 
     out = Path(_get(cfg, "recipes.output_dir"))
     ckpt = Path(_get(cfg, "trainer.default_local_dir"))
@@ -506,6 +502,7 @@ def run(cfg: DictConfig) -> Path:
             say(f"training:{_on_policy_note(cfg).removeprefix(',')}")
         try:
             with session:
+                join_external_cluster(cfg, env_before)
                 run_ppo(cfg, task_runner_class=TaskRunnerV1)
         finally:
             stop.set()
@@ -519,6 +516,37 @@ def run(cfg: DictConfig) -> Path:
         os.dup2(fd, 1)
         os.dup2(fd, 2)
     return metrics
+
+
+def preflight(cfg: DictConfig) -> None:
+    """Every check and preparation that must pass before Ray starts (raises ConfigError)."""
+    check_verl_seam()
+    check_config(cfg)
+    prepare(cfg)
+    check_model(cfg)
+    check_attention(cfg)
+    check_data(cfg)
+
+
+# What a platform's config gives Ray when verl starts its own one-machine cluster; a cluster that
+# is already running (RAY_ADDRESS, scripts/slurm/train.sbatch) was given its resources by
+# `ray start`, and ray.init refuses them.
+_LOCAL_RAY_ONLY = ("num_cpus", "num_gpus", "include_dashboard")
+
+
+def join_external_cluster(cfg: DictConfig, env_before: dict) -> None:
+    """When verl joins a running Ray cluster (RAY_ADDRESS), its workers inherit the environment of
+    the `ray start` that made their node, not this process's: pass every variable recipes.train
+    set (the CPU platform, recipes.deterministic, the vLLM session) as the job's runtime_env."""
+    if not os.environ.get("RAY_ADDRESS"):
+        return
+    ours = {k: v for k, v in os.environ.items() if env_before.get(k) != v and k != "RAY_ADDRESS"}
+    with open_dict(cfg):
+        ray_init = cfg.ray_kwargs.ray_init
+        for key in _LOCAL_RAY_ONLY:
+            ray_init.pop(key, None)
+        env = ray_init.runtime_env.get("env_vars") or {}
+        ray_init.runtime_env.env_vars = {**ours, **env}
 
 
 def _on_policy_note(cfg: DictConfig) -> str:
@@ -666,14 +694,35 @@ common keys:
   recipes.output_dir=DIR  recipes.<method>.<setting>=V  (every method setting: python -m recipes.registry)
 
   -v, --verbose   print everything verl, Ray and vLLM print (default: the run's log file)
+  --check         run the checks a launch makes before Ray starts, and stop (exit 2 on an error)
   --hydra-help    Hydra's own help (every config group and key)
 
 docs: README.md, docs/running.md, docs/methods.md, docs/settings.md"""
 
 
+def check_only(args: list[str]) -> None:
+    """`python -m recipes.train --check ARGS`: the checks a launch makes before Ray starts, and
+    nothing else (scripts/slurm/train.sbatch runs it before `ray start`). Prints one line,
+    `preflight: ok platform=P offline=0|1` (offline=1: the model is a local folder, so the Hub is
+    not needed), or `config error: ...` and exits 2."""
+    check_overrides(args)
+    try:
+        with held(enabled=True, expected=(ConfigError,)):
+            cfg = compose(args)
+            preflight(cfg)
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    local = Path(str(_get(cfg, "actor_rollout_ref.model.path"))).expanduser().is_dir()
+    print(f"preflight: ok platform={_get(cfg, 'recipes.platform')} offline={int(local)}", flush=True)
+
+
 if __name__ == "__main__":
     if any(a in ("-h", "--help") for a in sys.argv[1:]):
         print(usage())
+        sys.exit(0)
+    if "--check" in sys.argv[1:]:
+        check_only(translate_overrides([a for a in sys.argv[1:] if a != "--check"]))
         sys.exit(0)
     if "--hydra-help" in sys.argv[1:]:
         sys.argv[sys.argv.index("--hydra-help")] = "--help"

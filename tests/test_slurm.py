@@ -105,6 +105,10 @@ def _train_args(cmd: list[str]) -> list[str]:
     return cmd[cmd.index("recipes.train") + 1 :]
 
 
+def _sweeps(cmds) -> list[list[str]]:
+    return [c for c in cmds if any(a.endswith("sweep_job.py") for a in c)]
+
+
 USER_ARGS = [
     "experiment=foo",
     "trainer.total_training_steps=10",
@@ -137,9 +141,21 @@ def test_dry_run_single_node_outside_slurm():
         *USER_ARGS[:1],
     ]
     assert _train_args(train) == [*USER_ARGS, "trainer.nnodes=1", "trainer.n_gpus_per_node=8"]
-    # Teardown comes after training and stops Ray.
-    stops = [i for i, c in enumerate(cmds) if c[-2:] == ["ray", "stop"]]
-    assert stops and stops[0] > cmds.index(train)
+    # The config is checked before Ray starts; teardown comes after training and sweeps the job's
+    # processes by its mark (never `ray stop`, which would end every Ray process on the machine).
+    preflight = [i for i, c in enumerate(cmds) if "--check" in c]
+    assert (
+        preflight
+        and preflight[0] < cmds.index(head)
+        and _train_args(cmds[preflight[0]])[1:]
+        == [
+            *USER_ARGS,
+            "trainer.nnodes=1",
+        ]
+    )
+    sweeps = _sweeps(cmds)
+    assert sweeps and cmds.index(sweeps[0]) > cmds.index(train)
+    assert not [c for c in cmds if c[-2:] == ["ray", "stop"]]
 
 
 # the training presets' wrappers (the evaluation scripts are tested in tests/test_eval_slurm.py)
@@ -184,8 +200,11 @@ def test_dry_run_two_nodes():
     train = _train(cmds)
     assert train[1] == f"RAY_ADDRESS={head_addr}"
     assert _train_args(train) == [*USER_ARGS, "trainer.nnodes=2", "trainer.n_gpus_per_node=8"]
-    stop = [c for c in cmds if c[-2:] == ["ray", "stop"]]
-    assert stop and _opt(stop[0], "--nodelist") == "gpunode07,gpunode08" and _opt(stop[0], "--ntasks") == "2"
+    sweep = _sweeps(cmds)
+    assert (
+        sweep and _opt(sweep[0], "--nodelist") == "gpunode07,gpunode08" and _opt(sweep[0], "--ntasks") == "2"
+    )
+    assert sweep[0][sweep[0].index("-u") + 1] == "RECIPES_SLURM_JOB"  # the sweep does not carry the mark
     # Both waits (head alone, then the whole cluster) are announced with their GPU counts.
     assert "reports 1 node(s) and 8 GPU(s)" in proc.stdout
     assert "reports 2 node(s) and 16 GPU(s)" in proc.stdout
@@ -220,9 +239,9 @@ def test_dry_run_env_overrides_change_the_commands():
     head, worker = _ray_starts(cmds)
     assert _opt(head, "--port") == "7001" and _opt(head, "--node-ip-address") == "10.1.2.3"
     assert _opt(worker, "--address") == "10.1.2.3:7001"
-    for c in (head, worker):
+    for c, node in ((head, "n1"), (worker, "n2")):
         assert _opt(c, "--num-gpus") == "4" and _opt(c, "--num-cpus") == "32"
-        assert _opt(c, "--cpus-per-task") == "32" and _opt(c, "--temp-dir") == "/scratch/raytmp"
+        assert _opt(c, "--cpus-per-task") == "32" and _opt(c, "--temp-dir") == f"/scratch/raytmp/{node}"
     train = _train(cmds)
     assert train[:3] == ["env", "RAY_ADDRESS=10.1.2.3:7001", "python3.11"]
     assert _train_args(train) == [
@@ -311,6 +330,14 @@ if [[ $1 == -c ]]; then  # the cluster probe: "<nodes> <gpus>"
     echo "${FAKE_PROBE:-0 0}"
     exit 0
 fi
+if [[ $3 == --check ]]; then  # the preflight
+    echo "preflight: ok platform=gpu offline=0"
+    exit 0
+fi
+if [[ $1 == *sweep_job.py ]]; then
+    echo "sweep $*" >>"$FAKE_DIR/log"
+    exit 0
+fi
 echo "python $*" >>"$FAKE_DIR/log"
 printf '%s\\0' "$@" >"$FAKE_DIR/train_args"
 echo "$RAY_ADDRESS" >"$FAKE_DIR/train_ray_address"
@@ -328,8 +355,9 @@ def fake(tmp_path):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     ray_tmp = tmp_path / "raytmp"
-    (ray_tmp / "session_latest" / "logs").mkdir(parents=True)
-    (ray_tmp / "session_latest" / "logs" / "raylet.out").write_text("raylet log\n")
+    host = os.uname().nodename.split(".")[0]  # the fake srun runs each node's command here
+    (ray_tmp / host / "session_latest" / "logs").mkdir(parents=True)
+    (ray_tmp / host / "session_latest" / "logs" / "raylet.out").write_text("raylet log\n")
     env = _base_env(
         PATH=f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}",
         FAKE_DIR=str(tmp_path),
@@ -352,8 +380,10 @@ def _log(tmp_path: Path) -> list[str]:
 
 def _assert_torn_down(tmp_path: Path):
     log = _log(tmp_path)
-    stops = [line for line in log if line.startswith("srun") and line.endswith("ray stop")]
-    assert stops and "--nodelist=fakegpu1,fakegpu2" in stops[0], log
+    sweeps = [
+        line for line in log if line.startswith("srun") and "sweep_job.py RECIPES_SLURM_JOB=4242" in line
+    ]
+    assert sweeps and "--nodelist=fakegpu1,fakegpu2" in sweeps[0], log
     pids_file = tmp_path / "ray_start_pids"
     for pid in pids_file.read_text().split() if pids_file.exists() else []:
         assert (

@@ -95,12 +95,13 @@ require_number() {
 
 # expand_nodelist LIST: print one host per line for a Slurm hostlist expression, e.g.
 # "gpu[01-03,07],login1" -> gpu01 gpu02 gpu03 gpu07 login1. Uses `scontrol show hostnames`
-# when available; otherwise a pure-bash expander (ranges keep their zero padding, several
+# when it answers; otherwise a pure-bash expander (ranges keep their zero padding, several
 # bracket groups per name are allowed).
 expand_nodelist() {
-    local list=$1
-    if command -v scontrol >/dev/null 2>&1; then
-        scontrol show hostnames "$list"
+    local list=$1 out
+    # (scontrol needs a reachable Slurm configuration; without one, the expander below)
+    if command -v scontrol >/dev/null 2>&1 && out=$(scontrol show hostnames "$list" 2>/dev/null); then
+        printf '%s\n' "$out"
         return
     fi
     local depth=0 cur="" ch i
@@ -144,11 +145,15 @@ _expand_host() {
     done
 }
 
-# resolve_ipv4 HOST: the host's first IPv4 address, or HOST itself when it does not resolve.
+# resolve_ipv4 HOST: the host's first IPv4 address; else the address Slurm reaches the node at
+# (its NodeAddr, e.g. 127.0.0.1 on scripts/slurm/local_cluster.sh's nodes); else HOST itself.
 resolve_ipv4() {
     local host=$1 ip=""
     if command -v getent >/dev/null 2>&1; then
         ip=$(getent ahostsv4 "$host" 2>/dev/null | awk 'NR == 1 { print $1 }') || ip=""
+    fi
+    if [[ -z $ip ]] && command -v scontrol >/dev/null 2>&1; then
+        ip=$(scontrol show node "$host" -o 2>/dev/null | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2) || ip=""
     fi
     printf '%s\n' "${ip:-$host}"
 }
