@@ -17,7 +17,8 @@ On-policy means (`why_not` says which one fails):
 
 What the skipped pass also produced comes from the update's forward instead, over the same tokens:
   actor/entropy                               the update's entropy (actor.calculate_entropy is
-                                              turned on; the entropy bonus is unchanged)
+                                              turned on; with no entropy bonus it is computed
+                                              without a gradient, as the pass computed it)
   training/rollout_probs_diff_*,              rollout vs actor log-probs (verl's debug metrics,
   training/rollout_actor_probs_pearson_corr   when the rollout returns log-probs), per
                                               micro-batch, averaged over micro-batches
@@ -31,6 +32,10 @@ from omegaconf import OmegaConf
 
 # the flag recipes_sync puts on the update's batch; the loss reads it on every micro-batch
 FLAG = "recipes_on_policy"
+# set by recipes.train in every process of a run whose update computes the entropy only for the
+# metric (on-policy, entropy_coeff 0): verl's entropy then takes no part in the backward pass
+# (0 x entropy in the loss would still backpropagate through a softmax over the vocabulary)
+ENTROPY_NO_GRAD = "RECIPES_ENTROPY_NO_GRAD"
 
 
 def why_not(cfg) -> str | None:
@@ -66,6 +71,32 @@ def active(cfg) -> bool:
     return bool(OmegaConf.select(cfg, "recipes.skip_old_log_prob")) and why_not(cfg) is None
 
 
+def environment(cfg) -> dict[str, str]:
+    """What recipes.train exports for this run's processes."""
+    no_bonus = not OmegaConf.select(cfg, "actor_rollout_ref.actor.entropy_coeff")
+    return {ENTROPY_NO_GRAD: "1"} if active(cfg) and no_bonus else {}
+
+
+def patch_entropy() -> None:
+    """verl's entropy functions without a gradient, in a process with ENTROPY_NO_GRAD set."""
+    import os
+
+    import torch
+    from verl.utils import torch_functional as F
+
+    if os.environ.get(ENTROPY_NO_GRAD) != "1":
+        return
+    for name in ("entropy_from_logits", "entropy_from_logits_with_chunking"):
+        original = getattr(F, name)
+
+        def no_grad(*args, _original=original, **kwargs):
+            with torch.no_grad():
+                return _original(*args, **kwargs)
+
+        no_grad.__wrapped__ = original
+        setattr(F, name, no_grad)
+
+
 def patch_ppo_loss() -> None:
     """verl's PPO loss, with old = current.detach() on the micro-batches of a flagged update, plus
     the rollout-vs-actor metrics the skipped pass would have given. (verl's workers bind
@@ -99,4 +130,4 @@ def patch_ppo_loss() -> None:
 
 
 # verl's module -> the patch to apply once a process has imported it (recipes/plugins.py)
-PATCHES = {"verl.workers.utils.losses": patch_ppo_loss}
+PATCHES = {"verl.workers.utils.losses": patch_ppo_loss, "verl.utils.torch_functional": patch_entropy}

@@ -282,6 +282,9 @@ def prepare(cfg: DictConfig) -> None:
         from recipes.cpu_platform import CPU_ENV
 
         os.environ.update(CPU_ENV)
+    from recipes import on_policy
+
+    os.environ.update(on_policy.environment(cfg))
     determinism.prepare(cfg)
     cache = Path(_get(cfg, "recipes.cache_dir"))
     model = _get(cfg, "recipes.model")

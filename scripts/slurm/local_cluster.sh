@@ -16,7 +16,8 @@
 #   LOCAL_SLURM_DIR    the cluster's folder (default: /tmp/recipes-slurm-$UID)
 #   LOCAL_SLURM_PORT   first of the three ports: slurmctld, node1's slurmd, node2's (default 16817)
 #   LOCAL_SLURM_CPUS   CPUs each node declares (default: this machine's count). Both nodes share
-#                      the same cores: a job on both gets twice what the machine has.
+#                      the same cores and memory (each declares all of it): a job on both gets
+#                      twice what the machine has.
 #
 # The nodes' address is 127.0.0.1, which the sbatch scripts refuse as a Ray head address unless
 # told it is intended: jobs on this cluster run with RECIPES_LOCAL_CLUSTER=1 (written into the
@@ -26,6 +27,7 @@ set -euo pipefail
 DIR=${LOCAL_SLURM_DIR:-/tmp/recipes-slurm-$(id -u)}
 PORT=${LOCAL_SLURM_PORT:-16817}
 CPUS=${LOCAL_SLURM_CPUS:-$(nproc)}
+MEM_MB=$(($(awk '/^MemTotal:/ { print $2 }' /proc/meminfo) / 1024))
 NODES=(node1 node2)
 
 say() { printf '[local_cluster] %s\n' "$*" >&2; }
@@ -86,8 +88,8 @@ SlurmdParameters=config_overrides
 KillWait=30
 InactiveLimit=0
 MinJobAge=300
-NodeName=node1 NodeHostname=$(uname -n) NodeAddr=127.0.0.1 Port=$((PORT + 1)) CPUs=$CPUS State=UNKNOWN
-NodeName=node2 NodeHostname=$(uname -n) NodeAddr=127.0.0.1 Port=$((PORT + 2)) CPUs=$CPUS State=UNKNOWN
+NodeName=node1 NodeHostname=$(uname -n) NodeAddr=127.0.0.1 Port=$((PORT + 1)) CPUs=$CPUS RealMemory=$MEM_MB State=UNKNOWN
+NodeName=node2 NodeHostname=$(uname -n) NodeAddr=127.0.0.1 Port=$((PORT + 2)) CPUs=$CPUS RealMemory=$MEM_MB State=UNKNOWN
 PartitionName=local Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP
 EOF
     cat >"$DIR/env" <<EOF

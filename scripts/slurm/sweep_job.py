@@ -1,14 +1,15 @@
 """End every process of one Slurm job on this node, and the shared memory only they held.
 
-    python scripts/slurm/sweep_job.py NAME=VALUE [--grace SECONDS]
+    python scripts/slurm/sweep_job.py NAME=VALUE [--grace SECONDS] [--since EPOCH]
 
 train.sbatch exports RECIPES_SLURM_JOB=<job id> before it starts anything, so every process of
 the job (the `ray start` steps, Ray's daemons and workers, vLLM's engines, the grading pool, the
 trainer) carries it in its environment, including those that left Slurm's process tree (Ray's
 daemons). This sends SIGTERM to each process that carries NAME=VALUE (never to itself or its
 ancestors), SIGKILL after --grace seconds to what is left, then removes the /dev/shm files that
-only those processes held: processes that are killed never unlink their semaphores and shared
-memory. Processes of other jobs and users, and a Ray cluster beside the job, are not touched
+only those processes held, and those made since --since (the job's start) that no process holds:
+processes that are killed never unlink their semaphores and shared memory, and after a scancel
+Slurm has killed most of them before this runs. Processes of other jobs and users, and a Ray cluster beside the job, are not touched
 (`ray stop` would end every Ray process on the machine). Prints one line.
 """
 
@@ -23,7 +24,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from recipes.cpu_vllm import carries, held_open, remove_orphans  # noqa: E402
+from recipes.cpu_vllm import SHM_DIR, carries, held_open, remove_orphans  # noqa: E402
+
+
+def _made_since(path: Path, since: float) -> bool:
+    try:
+        return path.stat().st_ctime >= since
+    except OSError:
+        return False
 
 
 def ancestors() -> set[int]:
@@ -55,6 +63,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mark", help="NAME=VALUE in the environment of the job's processes")
     ap.add_argument("--grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL")
+    ap.add_argument("--since", type=float, default=None, help="the job's start (seconds since the epoch)")
     args = ap.parse_args()
     if "=" not in args.mark:
         ap.error("the mark is NAME=VALUE")
@@ -62,6 +71,10 @@ def main() -> int:
     spare = ancestors()
     pids = marked(args.mark, spare)
     theirs = {name for name, holders in held_open().items() if holders & set(pids)}
+    if args.since is not None:
+        theirs |= (
+            {p.name for p in SHM_DIR.iterdir() if _made_since(p, args.since)} if SHM_DIR.is_dir() else set()
+        )
     for pid in pids:
         try:
             os.kill(pid, signal.SIGTERM)

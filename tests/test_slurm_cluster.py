@@ -1,0 +1,309 @@
+"""The sbatch scripts under a real Slurm: scripts/slurm/local_cluster.sh brings up a two-node
+cluster on this machine (slurmctld, two slurmd on 127.0.0.1, a private munged), and every test
+submits with `sbatch`, polls `squeue` and reads the job's own log (no accounting daemon).
+
+One run goes through its life as a user's would: trained on both nodes (a Ray head on node1, a
+worker on node2, verl's FSDP over the two), resubmitted (it says it is done), trained further and
+`scancel`ed mid-step (the teardown ends every process of the job on both nodes inside Slurm's kill
+wait), resubmitted again (it resumes from the last checkpoint), converted with convert.sbatch and
+evaluated with eval_iterative.sbatch. Two failures must be quick and clear: a node whose `ray
+start` fails, and a bad Hydra override (before any `ray start`, exit 2).
+
+`pytest -m slurm` runs only these; the module brings the cluster up and tears it down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from recipes.cpu_vllm import carries, shm_files
+
+REPO = Path(__file__).resolve().parents[1]
+CLUSTER = REPO / "scripts" / "slurm" / "local_cluster.sh"
+VENV_BIN = Path(sys.executable).parent
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.timeout(1500)]
+
+# each job: both nodes' CPUs, no GPUs (platform=cpu's logical slots), and a memory request that
+# fits a small machine (the training script asks for all of a node's: --mem=0)
+CPU_JOB = ["--cpus-per-task=2", "--gpus-per-node=0"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, recipes_cache, tiny_model):
+    """The local cluster, up for this module; {env} to submit with."""
+    folder = tmp_path_factory.mktemp("slurm")
+    env = {
+        **os.environ,
+        "LOCAL_SLURM_DIR": str(folder / "cluster"),
+        "LOCAL_SLURM_PORT": "26817",  # slurmctld, node1's and node2's slurmd: 26817-26819
+    }
+    up = subprocess.run(["bash", str(CLUSTER), "up"], env=env, capture_output=True, text=True, timeout=600)
+    assert up.returncode == 0, up.stdout + up.stderr
+    env.update(
+        SLURM_CONF=str(folder / "cluster" / "slurm.conf"),
+        RECIPES_LOCAL_CLUSTER="1",
+        RECIPES_CACHE=str(recipes_cache),
+        PATH=f"{VENV_BIN}:{os.environ['PATH']}",
+        PYTHON=sys.executable,
+        RAY_PORT=str(_free_port()),
+        RAY_DASHBOARD_PORT=str(_free_port()),
+        # short: Ray's socket paths under it must stay within 107 bytes
+        RAY_TMPDIR=tempfile.mkdtemp(prefix="rs-", dir="/tmp"),
+        RAY_LOG_DIR=str(folder / "raylogs"),
+        RAY_WAIT_INTERVAL="1",
+        RAY_DEDUP_LOGS="0",
+    )
+    try:
+        yield {"env": env, "dir": folder}
+    finally:
+        down = subprocess.run(
+            ["bash", str(CLUSTER), "down"], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert down.returncode == 0, down.stdout + down.stderr
+        daemons = subprocess.run(["pgrep", "-f", str(folder / "cluster")], capture_output=True, text=True)
+        assert not daemons.stdout.strip(), f"daemons left: {daemons.stdout}"
+        shutil.rmtree(env["RAY_TMPDIR"], ignore_errors=True)
+
+
+def submit(cluster, script: str, *args: str, sbatch: tuple = (), name: str = "job") -> str:
+    out = cluster["dir"] / f"{name}-%j.out"
+    proc = subprocess.run(
+        ["sbatch", "--parsable", f"--output={out}", *sbatch, str(REPO / "scripts" / "slurm" / script), *args],
+        cwd=REPO,
+        env=cluster["env"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout.strip().split(";")[0]
+
+
+def log_of(cluster, job: str, name: str = "job") -> str:
+    path = cluster["dir"] / f"{name}-{job}.out"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def in_queue(cluster, job: str) -> bool:
+    proc = subprocess.run(
+        ["squeue", "-h", "-j", job, "-o", "%T"],
+        env=cluster["env"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return bool(proc.stdout.strip())
+
+
+def wait_done(cluster, job: str, timeout: float, name: str = "job") -> str:
+    """Wait until the job has left the queue; its log."""
+    deadline = time.monotonic() + timeout
+    while in_queue(cluster, job):
+        assert time.monotonic() < deadline, (
+            f"job {job} still queued after {timeout} s:\n{log_of(cluster, job, name)[-3000:]}"
+        )
+        time.sleep(2)
+    return log_of(cluster, job, name)
+
+
+def exit_status(cluster, job: str) -> int:
+    """The job's exit code, as slurmctld remembers a finished job (MinJobAge: 5 minutes)."""
+    proc = subprocess.run(
+        ["scontrol", "show", "job", job, "-o"], env=cluster["env"], capture_output=True, text=True, timeout=30
+    )
+    found = re.search(r"\bExitCode=(\d+):(\d+)", proc.stdout)
+    assert found, proc.stdout + proc.stderr
+    code, signal = int(found.group(1)), int(found.group(2))
+    return 128 + signal if signal else code
+
+
+def job_processes(job: str) -> list[int]:
+    mark = f"RECIPES_SLURM_JOB={job}"
+    return [
+        int(p.name)
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and int(p.name) != os.getpid() and carries(int(p.name), mark)
+    ]
+
+
+def assert_nothing_left(job: str, shm_before: set[str], not_ours, within: float = 10.0) -> None:
+    """No process of the job and no /dev/shm file it made outlive it by more than `within` s."""
+    deadline = time.monotonic() + within
+    while (left := job_processes(job)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left, [
+        Path(f"/proc/{p}/cmdline").read_bytes()[:120] for p in left if Path(f"/proc/{p}").exists()
+    ]
+    new = {f"/dev/shm/{n}" for n in shm_files() - shm_before} - not_ours()
+    assert not new, sorted(new)
+
+
+# ------------------------------------------------------------------------------ the run's life
+def train_args(out: Path, steps: int) -> list[str]:
+    return [
+        "experiment=demo_cpu",
+        f"trainer.total_training_steps={steps}",
+        "trainer.save_freq=1",
+        f"recipes.output_dir={out}",
+        "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+        # the demo's 32 samples per step over two workers: 16 each
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=16",
+    ]
+
+
+@pytest.fixture(scope="module")
+def run(cluster, shm_not_ours):
+    """The two-node run, trained to step 2 (the first test of its life)."""
+    out = cluster["dir"] / "run"
+    before = shm_files()
+    job = submit(cluster, "train.sbatch", *train_args(out, 2), sbatch=("--nodes=2", *CPU_JOB), name="train")
+    log = wait_done(cluster, job, 900, "train")
+    return {"out": out, "job": job, "log": log, "shm_before": before}
+
+
+def test_two_node_job_trains_with_a_ray_node_on_each(cluster, run, shm_not_ours):
+    log, out, job = run["log"], run["out"], run["job"]
+    assert exit_status(cluster, job) == 0, log[-4000:]
+    assert "preflight: ok platform=cpu offline=1" in log
+    assert re.search(r"nodelist=node1 ray start --head", log) and re.search(
+        r"nodelist=node2 ray start --address=127\.0\.0\.1:", log
+    )
+    assert "Ray cluster ready: 2 node(s), 2 GPU(s)" in log
+    # verl trained over both nodes: the trainer got the allocation's shape, FSDP world size 2
+    assert "trainer.nnodes=2 trainer.n_gpus_per_node=1" in log
+    assert "done: metrics in" in log
+    config = (out / "config.yaml").read_text()
+    assert re.search(r"^  nnodes: 2$", config, re.M) and re.search(r"^  n_gpus_per_node: 1$", config, re.M)
+    ckpt = out / "checkpoints"
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+    # each FSDP rank wrote its own shard of the model
+    assert sorted(
+        p.name for p in (ckpt / "global_step_2" / "actor").glob("model_world_size_2_rank_*.pt")
+    ) == [
+        "model_world_size_2_rank_0.pt",
+        "model_world_size_2_rank_1.pt",
+    ]
+    assert_nothing_left(run["job"], run["shm_before"], shm_not_ours)
+    assert "[sweep_job" in log
+
+
+def test_resubmitting_a_finished_run_says_it_is_done(cluster, run):
+    job = submit(
+        cluster, "train.sbatch", *train_args(run["out"], 2), sbatch=("--nodes=2", *CPU_JOB), name="again"
+    )
+    log = wait_done(cluster, job, 300, "again")
+    assert exit_status(cluster, job) == 0, log[-3000:]
+    assert "done: already trained to step 2" in log
+
+
+def test_scancel_mid_step_ends_every_process_and_the_resubmission_resumes(cluster, run, shm_not_ours):
+    out = run["out"]
+    before = shm_files()
+    job = submit(cluster, "train.sbatch", *train_args(out, 4), sbatch=("--nodes=2", *CPU_JOB), name="cancel")
+    tracker = out / "checkpoints" / "latest_checkpointed_iteration.txt"
+    deadline = time.monotonic() + 900
+    while tracker.read_text().strip() != "3":
+        assert in_queue(cluster, job) and time.monotonic() < deadline, log_of(cluster, job, "cancel")[-4000:]
+        time.sleep(1)
+    subprocess.run(["scancel", job], env=cluster["env"], check=True, timeout=30)
+    cancelled = time.monotonic()
+    log = wait_done(cluster, job, 120, "cancel")
+    assert time.monotonic() - cancelled < 40, "the job outlived Slurm's kill wait (30 s)"
+    assert "received SIGTERM" in log and "[sweep_job" in log, log[-3000:]
+    assert_nothing_left(job, before, shm_not_ours)
+
+    job = submit(cluster, "train.sbatch", *train_args(out, 4), sbatch=("--nodes=2", *CPU_JOB), name="resume")
+    log = wait_done(cluster, job, 900, "resume")
+    assert exit_status(cluster, job) == 0, log[-4000:]
+    assert tracker.read_text().strip() == "4"
+    # the resubmission loaded checkpoint 3 and trained step 4 only (a scancel between a step's
+    # checkpoint and its metrics line loses that line, not the step)
+    launches = sorted((out / "metrics").glob("*.jsonl"))
+    assert [json.loads(line)["step"] for line in launches[-1].read_text().splitlines()] == [4]
+    run_log = sorted((out / "logs").glob("*.log"))[-1].read_text(errors="replace")
+    assert f"Resuming from {out / 'checkpoints' / 'global_step_3'}, setting global step to 3" in run_log
+
+
+def test_convert_and_iterative_evaluation_jobs_on_the_run(cluster, run):
+    ckpt, out = run["out"] / "checkpoints", run["out"]
+    job = submit(
+        cluster, "convert.sbatch", str(ckpt), sbatch=("--cpus-per-task=2", "--mem=4G"), name="convert"
+    )
+    log = wait_done(cluster, job, 600, "convert")
+    for step in (1, 2, 3, 4):
+        assert (out / "hf" / f"global_step_{step}" / ".converted.json").is_file(), log[-3000:]
+    fixtures = REPO / "tests" / "fixtures" / "eval"
+    args = ["--steps", "4", "--data-dir", str(fixtures), "--benchmarks", "arith", "--max-new-tokens", "16"]
+    args += ["--max-model-len", "512", "--no-progress"]
+    job = submit(
+        cluster,
+        "eval_iterative.sbatch",
+        str(ckpt),
+        *args,
+        sbatch=("--cpus-per-task=2", "--mem=4G", "--gpus-per-node=0"),
+        name="eval",
+    )
+    log = wait_done(cluster, job, 900, "eval")
+    summary = json.loads((out / "eval" / "global_step_4" / "summary.json").read_text())
+    assert summary["complete"] and summary["settings"]["backend"] == "vllm", log[-3000:]
+    assert (
+        "global_step_4" in (out / "eval" / "steps.md").read_text()
+        or "| 4 |" in (out / "eval" / "steps.md").read_text()
+    )
+
+
+# ------------------------------------------------------------------------------- failures
+def test_a_node_whose_ray_start_fails_ends_the_job_in_one_line(cluster, shm_not_ours):
+    out = cluster["dir"] / "broken"
+    before = shm_files()
+    env_tmp = Path(cluster["env"]["RAY_TMPDIR"]) / "broken"
+    env_tmp.mkdir()
+    (env_tmp / "node2").write_text("not a folder: ray start on node2 cannot make its temp dir\n")
+    started = time.monotonic()
+    job = submit(
+        {**cluster, "env": {**cluster["env"], "RAY_TMPDIR": str(env_tmp)}},
+        "train.sbatch",
+        *train_args(out, 1),
+        sbatch=("--nodes=2", *CPU_JOB),
+        name="broken",
+    )
+    log = wait_done(cluster, job, 180, "broken")
+    assert time.monotonic() - started < 120, log[-3000:]
+    assert exit_status(cluster, job) != 0
+    assert "'ray start' on node node2 exited before the cluster was ready" in log, log[-3000:]
+    assert "training on" not in log
+    assert_nothing_left(job, before, shm_not_ours)
+
+
+def test_a_bad_override_fails_before_any_ray_start(cluster):
+    job = submit(
+        cluster,
+        "train.sbatch",
+        "experiment=demo_cpu",
+        "trainer.total_training_steps=abc",
+        sbatch=("--nodes=2", *CPU_JOB),
+        name="bad",
+    )
+    log = wait_done(cluster, job, 180, "bad")
+    assert "config error: trainer.total_training_steps='abc' must be an integer >= 1." in log, log[-3000:]
+    assert "ray start" not in log and exit_status(cluster, job) == 2
