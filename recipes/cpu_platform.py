@@ -119,16 +119,36 @@ def compute_dtype(cfg, role: str) -> str:
 
 def native_bf16(cpuinfo: str = "/proc/cpuinfo") -> str | None:
     """The CPU flag that gives this machine a native bf16 matmul, or None (AVX2-only CPUs)."""
-    try:
-        flags = set(Path(cpuinfo).read_text().split())
-    except OSError:
-        return None
+    flags = set(_cpuinfo(cpuinfo).split())
     return next((f for f in NATIVE_BF16_FLAGS if f in flags), None)
+
+
+def describe_cpu() -> str:
+    """One line for benchmark tables: the CPU model, torch's instruction set, native bf16 or not,
+    and the cores torch uses ("AMD EPYC, AVX2, no native bf16, 2 threads")."""
+    import torch
+
+    model = next(
+        (line.split(":", 1)[1].strip() for line in _cpuinfo().splitlines() if line.startswith("model name")),
+        "unknown CPU",
+    )
+    bf16 = native_bf16()
+    return (
+        f"{model}, {torch.backends.cpu.get_cpu_capability()}, "
+        f"{'native bf16 (' + bf16 + ')' if bf16 else 'no native bf16'}, {torch.get_num_threads()} threads"
+    )
+
+
+def _cpuinfo(path: str = "/proc/cpuinfo") -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
 
 
 def check_precision(cfg, native: str | None = None) -> str:
     """Refuse a CPU training dtype this CPU has no fast kernels for; return what the run line
-    says of it ("float32", or "bfloat16 (opt-in; this CPU has amx_bf16)")."""
+    says of it: "float32", or the dtypes with "(bf16 opt-in; this CPU has amx_bf16)"."""
     from recipes.settings import ConfigError
 
     dtypes = {role: compute_dtype(cfg, role) for role in FSDP_ROLES}

@@ -469,7 +469,7 @@ def run(cfg: DictConfig) -> Path:
     import ray
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
 
-    from recipes import registry
+    from recipes import on_policy, registry
 
     methods = ",".join(registry.active_names(cfg))
     print(
@@ -490,6 +490,9 @@ def run(cfg: DictConfig) -> Path:
         if _get(cfg, "recipes.step_table"):
             table.start()
         session = contextlib.nullcontext()
+        on_policy_note = (
+            "old log-probs from the update's own forward (on-policy)" if on_policy.active(cfg) else ""
+        )
         if _get(cfg, "recipes.platform") == "cpu":
             from recipes.cpu_vllm import run_session, vllm_cpu_version
 
@@ -497,12 +500,13 @@ def run(cfg: DictConfig) -> Path:
             from recipes.cpu_platform import check_precision
 
             dtype = _get(cfg, "actor_rollout_ref.rollout.dtype")
+            training = ", ".join(filter(None, [check_precision(cfg), on_policy_note]))
             say(
                 f"rollout: verl's vLLM server on vLLM's CPU build (vllm-cpu {vllm_cpu_version()}), {dtype}; "
-                f"training: {check_precision(cfg)}{_on_policy_note(cfg)}"
+                f"training: {training}"
             )
-        elif _on_policy_note(cfg):
-            say(f"training:{_on_policy_note(cfg).removeprefix(',')}")
+        elif on_policy_note:
+            say(f"training: {on_policy_note}")
         try:
             with session:
                 join_external_cluster(cfg, env_before)
@@ -550,12 +554,6 @@ def join_external_cluster(cfg: DictConfig, env_before: dict) -> None:
             ray_init.pop(key, None)
         env = ray_init.runtime_env.get("env_vars") or {}
         ray_init.runtime_env.env_vars = {**ours, **env}
-
-
-def _on_policy_note(cfg: DictConfig) -> str:
-    from recipes import on_policy
-
-    return ", old log-probs from the update's own forward (on-policy)" if on_policy.active(cfg) else ""
 
 
 def _save_resolved(cfg: DictConfig, path: Path) -> None:

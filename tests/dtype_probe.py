@@ -11,24 +11,11 @@ the gathered parameters to mixed_precision.param_dtype), and the engine's autoca
 
 import json
 import os
-import socket
 import sys
 
-# before anything imports verl: the CPU platform of recipes/cpu_platform.py (CPU_ENV)
-os.environ.update(
-    VERL_PLATFORM="cpu",
-    VERL_ENGINE_DEVICE="cuda",
-    VERL_ENGINE_VENDOR="nvidia",
-    TOKENIZERS_PARALLELISM="false",
-)
-_s = socket.socket()
-_s.bind(("127.0.0.1", 0))
-os.environ.update(
-    RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_s.getsockname()[1])
-)
-os.environ["RAY_LOCAL_WORLD_SIZE"] = "1"
-_s.close()
-os.environ["RECIPES_CACHE"] = sys.argv[1]
+from worker_env import single_cpu_rank  # tests/worker_env.py, beside this script
+
+single_cpu_rank(sys.argv[1])  # before anything imports verl
 
 import torch  # noqa: E402
 from tensordict import TensorDict  # noqa: E402
@@ -36,7 +23,7 @@ from tensordict import TensorDict  # noqa: E402
 from recipes.cpu_platform import CPU_ENV  # noqa: E402
 from recipes.train import compose, prepare  # noqa: E402
 
-assert all(os.environ[k] == v for k, v in CPU_ENV.items()), "CPU_ENV changed: update this probe"
+assert all(os.environ[k] == v for k, v in CPU_ENV.items()), "CPU_ENV changed: update tests/worker_env.py"
 cfg = compose(["experiment=demo_cpu", *sys.argv[2:]])
 prepare(cfg)
 

@@ -9,24 +9,11 @@ JSON line of measurements for the test to check.
 
 import json
 import os
-import socket
 import sys
 
-# before anything imports verl: the CPU platform of recipes/cpu_platform.py (CPU_ENV)
-os.environ.update(
-    VERL_PLATFORM="cpu",
-    VERL_ENGINE_DEVICE="cuda",
-    VERL_ENGINE_VENDOR="nvidia",
-    TOKENIZERS_PARALLELISM="false",
-)
-_s = socket.socket()
-_s.bind(("127.0.0.1", 0))
-os.environ.update(
-    RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_s.getsockname()[1])
-)
-os.environ["RAY_LOCAL_WORLD_SIZE"] = "1"  # what Ray tells a worker; verl's vLLM rollout adapter reads it
-_s.close()
-os.environ["RECIPES_CACHE"] = sys.argv[1]
+from worker_env import single_cpu_rank  # tests/worker_env.py, beside this script
+
+single_cpu_rank(sys.argv[1])  # before anything imports verl
 
 import torch  # noqa: E402
 
@@ -34,7 +21,7 @@ from recipes.cpu_platform import CPU_ENV  # noqa: E402
 from recipes.prorl import ProRLError, ProRLWorker, sharded_params  # noqa: E402
 from recipes.train import compose, prepare  # noqa: E402
 
-assert all(os.environ[k] == v for k, v in CPU_ENV.items()), "CPU_ENV changed: update this probe"
+assert all(os.environ[k] == v for k, v in CPU_ENV.items()), "CPU_ENV changed: update tests/worker_env.py"
 cfg = compose(["experiment=demo_cpu_prorl", "actor_rollout_ref.actor.optim.lr=0.01"])
 prepare(cfg)
 worker = ProRLWorker(config=cfg.actor_rollout_ref, role="actor_rollout_ref")

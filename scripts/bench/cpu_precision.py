@@ -10,16 +10,7 @@ the ratio to float32. On a CPU without AMX or AVX512-BF16 bf16 has no fast kerne
 from __future__ import annotations
 
 import argparse
-import platform
 import time
-from pathlib import Path
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def gflops(dtype, size: int, repeats: int) -> float:
@@ -44,14 +35,10 @@ def main() -> None:
 
     import torch
 
-    from recipes.cpu_platform import check_precision, native_bf16
+    from recipes.cpu_platform import check_precision, describe_cpu
     from recipes.train import compose
 
-    print(f"CPU: {cpu_model()}, {torch.get_num_threads()} threads")
-    print(
-        f"instruction set: {torch.backends.cpu.get_cpu_capability()} (torch {torch.__version__}); "
-        f"native bf16: {native_bf16() or 'no (no amx_bf16 / avx512_bf16 flag)'}"
-    )
+    print(f"CPU: {describe_cpu()} (torch {torch.__version__})")
     print(f"platform=cpu trains in: {check_precision(compose(['experiment=demo_cpu']))}\n")
     rows = [
         (name, gflops(dtype, args.size, args.repeats))

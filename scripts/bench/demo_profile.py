@@ -85,6 +85,9 @@ def main(overrides: list[str]) -> None:
             return statistics.median(values) if values else float("nan")
 
         step, gen, update = later("timing_s/step"), later("timing_s/gen"), later("timing_s/update_actor")
+        from recipes.cpu_platform import describe_cpu
+
+        print(f"CPU: {describe_cpu()}")
         print(
             "| command | start-up s | step 1 s | s/step | generation | actor update | other | wall s "
             "| peak RSS GB |"

@@ -244,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     table = summary_table(summary, curves)
     (out / "summary.md").write_text(table)
     plot(curves, out / "learning.png", heldout_n)
+    from recipes.cpu_platform import describe_cpu
+
+    print(f"CPU: {describe_cpu()}")
     print(table, end="")
     print(f"done: {out}/summary.json, summary.md, learning.png")
     return 0
