@@ -35,8 +35,8 @@ VENV_BIN = Path(sys.executable).parent
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.timeout(1500)]
 
-# each job: both nodes' CPUs, no GPUs (platform=cpu's logical slots), and a memory request that
-# fits a small machine (the training script asks for all of a node's: --mem=0)
+# each training job: two CPUs per node (the nodes declare this machine's count), no GPUs
+# (platform=cpu's logical slots); the script itself asks for all of each node's memory (--mem=0)
 CPU_JOB = ["--cpus-per-task=2", "--gpus-per-node=0"]
 
 
