@@ -325,22 +325,6 @@ def check_model(cfg: DictConfig) -> None:
             )
 
 
-def check_attention(cfg: DictConfig) -> None:
-    """verl loads the actor with FlashAttention 2 unless told otherwise, which needs the flash-attn
-    package (not a dependency of verl[vllm]: it builds against the CUDA toolkit of torch)."""
-    key = "actor_rollout_ref.model.override_config.attn_implementation"
-    impl = _get(cfg, key) or "flash_attention_2"  # verl's default
-    if impl == "flash_attention_2":
-        import importlib.util
-
-        if importlib.util.find_spec("flash_attn") is None:
-            raise ConfigError(
-                f"{key}={impl} needs the flash-attn package, which is not installed: `pip install "
-                "flash-attn --no-build-isolation` (builds against torch's CUDA, with nvcc), or run with "
-                f"+{key}=sdpa actor_rollout_ref.model.use_remove_padding=false (docs/running.md)."
-            )
-
-
 def check_data(cfg: DictConfig) -> None:
     """Every data file exists and follows our row schema (docs/data.md)."""
     from recipes.data import DataError, validate_parquet
@@ -438,7 +422,7 @@ def run(cfg: DictConfig) -> Path:
     verbose = bool(_get(cfg, "recipes.verbose"))
     env_before = dict(os.environ)
     with held(enabled=not verbose, expected=(ConfigError,)) as before_ray:
-        preflight(cfg)
+        notes = preflight(cfg)
 
     out = Path(_get(cfg, "recipes.output_dir"))
     ckpt = Path(_get(cfg, "trainer.default_local_dir"))
@@ -479,6 +463,8 @@ def run(cfg: DictConfig) -> Path:
         f"{'steps' if _get(cfg, 'trainer.total_training_steps') else 'epochs'}, output {out}",
         flush=True,
     )
+    for note in notes:
+        print(note, flush=True)
     if not verbose:
         print(
             f"log: {log} (the resolved config is {out / 'config.yaml'}; -v prints everything here)",
@@ -525,14 +511,24 @@ def run(cfg: DictConfig) -> Path:
     return metrics
 
 
-def preflight(cfg: DictConfig) -> None:
-    """Every check and preparation that must pass before Ray starts (raises ConfigError)."""
+def preflight(cfg: DictConfig) -> list[str]:
+    """Every check and preparation that must pass before Ray starts (raises ConfigError). Returns
+    what the console should say about a decision made here (a fallback, the driver)."""
     check_verl_seam()
+    notes = []
+    if _get(cfg, "recipes.platform") == "gpu":
+        from recipes import gpu_platform
+
+        notes.append(gpu_platform.resolve_attention(cfg))
+        driver = gpu_platform.driver_version()
+        # a driver process off the GPU nodes (RAY_ADDRESS): train.sbatch checks every node itself
+        if driver is not None or not os.environ.get("RAY_ADDRESS"):
+            notes.append(gpu_platform.check_driver(driver, gpu_platform.torch_cuda()))
     check_config(cfg)
     prepare(cfg)
     check_model(cfg)
-    check_attention(cfg)
     check_data(cfg)
+    return [n for n in notes if n]
 
 
 # What a platform's config gives Ray when verl starts its own one-machine cluster; a cluster that
@@ -710,10 +706,12 @@ def check_only(args: list[str]) -> None:
     try:
         with held(enabled=True, expected=(ConfigError,)):
             cfg = compose(args)
-            preflight(cfg)
+            notes = preflight(cfg)
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr, flush=True)
         sys.exit(2)
+    for note in notes:
+        print(note, flush=True)
     local = Path(str(_get(cfg, "actor_rollout_ref.model.path"))).expanduser().is_dir()
     print(f"preflight: ok platform={_get(cfg, 'recipes.platform')} offline={int(local)}", flush=True)
 

@@ -184,10 +184,6 @@ def plan(
         if unknown:
             raise SmokeError(f"not a GPU preset: {', '.join(unknown)} (known: {', '.join(presets)})")
         presets = [p for p in presets if p in only]
-    if attn == "auto":
-        import importlib.util
-
-        attn = "flash" if importlib.util.find_spec("flash_attn") is not None else "sdpa"
     b = batch_size(gpus)
     plans = []
     for preset in presets:
@@ -236,11 +232,7 @@ def plan(
         ]
         for method in c["methods"] or []:
             overrides += METHOD_EXTRA.get(method, [])
-        if attn == "sdpa":
-            overrides += [
-                "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
-                "actor_rollout_ref.model.use_remove_padding=false",
-            ]
+        overrides.append(f"recipes.attention={attn}")  # auto: flash-attn if it imports, else sdpa
         plans.append(Plan(preset, model, data, str(val), overrides, "; ".join(problems)))
     return plans
 

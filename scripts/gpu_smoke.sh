@@ -91,6 +91,9 @@ elif is_dry_run; then
 else
     die "no GPU found (no nvidia-smi, CUDA_VISIBLE_DEVICES unset); set GPUS=N to override"
 fi
+if ! is_dry_run; then # the driver against torch's CUDA (R580+ for CUDA 13), in one line
+    PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" -m recipes.gpu_platform driver || exit 2
+fi
 if ((GPUS > 8)); then
     note "$GPUS GPUs visible; the smoke run uses 8 (one node)"
     GPUS=8

@@ -534,19 +534,6 @@ def test_help_is_a_short_usage_with_examples_and_every_group_option():
             assert option.stem in proc.stdout, option
 
 
-def test_flash_attention_without_flash_attn_is_named_before_ray():
-    """verl's default attention on GPUs is FlashAttention 2; the flash-attn package is not on this
-    machine (nor in verl[vllm]), so the GPU config fails in one sentence, and sdpa passes."""
-    from recipes.train import check_attention
-
-    gpu = ["model=qwen2_5_math_1_5b", "data=math_l3to5", "platform=gpu"]
-    with pytest.raises(ConfigError, match="needs the flash-attn package, which is not installed"):
-        check_attention(compose(gpu))
-    sdpa = "actor_rollout_ref.model.override_config.attn_implementation=sdpa"
-    check_attention(compose([*gpu, f"+{sdpa}", "actor_rollout_ref.model.use_remove_padding=false"]))
-    check_attention(compose(["experiment=demo_cpu"]))  # platform=cpu sets sdpa
-
-
 def test_cpu_runs_are_deterministic_and_gpu_runs_are_not_by_default():
     cpu = compose(["experiment=demo_cpu"])
     assert cpu.recipes.deterministic and not cpu.actor_rollout_ref.rollout.enable_chunked_prefill

@@ -155,8 +155,7 @@ def test_dry_run_lists_every_gpu_preset_with_the_smoke_overrides(composed, tmp_p
             f"actor_rollout_ref.model.path={models / gs.STAND_INS[composed[name]['model']][0]}",
             f"data.train_files={data / composed[name]['data'] / 'train.parquet'}",
             f"recipes.output_dir={out / name / 'run'}",
-            # no flash-attn in the test environment: PyTorch's attention
-            "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+            "recipes.attention=auto",  # recipes.train falls back to sdpa without flash-attn
         ):
             assert expected in args, (name, expected)
         # the missing folders are announced, not fatal, in a dry run
@@ -360,7 +359,9 @@ with open(os.environ["FAKE_LOG"], "a") as f:
     f.write(json.dumps(args) + "\\n")
 def value(flag):
     return args[args.index(flag) + 1]
-if args[:2] == ["-m", "recipes.train"]:
+if args[:2] == ["-m", "recipes.gpu_platform"]:
+    print("driver: NVIDIA 580.65.06 (R580+ needed for CUDA 13.0): ok")
+elif args[:2] == ["-m", "recipes.train"]:
     opts = dict(a.split("=", 1) for a in args[2:] if "=" in a)
     if opts["experiment"] == os.environ.get("FAKE_FAIL"):
         print("Traceback: out of memory", file=sys.stderr)
@@ -419,7 +420,9 @@ def test_the_real_path_runs_each_preset_judges_it_and_prints_the_table(tmp_path)
     calls = [json.loads(ln) for ln in (tmp_path / "calls.jsonl").read_text().splitlines()]
     modules = [c[1] for c in calls if c[0] == "-m"]
     # the failed training is neither converted nor evaluated; the skipped preset runs nothing
-    assert modules == ["recipes.train", "eval.convert", "eval.run", "recipes.train"]
+    # the driver check first, once
+    assert modules == ["recipes.gpu_platform", "recipes.train", "eval.convert", "eval.run", "recipes.train"]
+    assert proc.stdout.startswith("driver: NVIDIA 580.65.06 (R580+ needed for CUDA 13.0): ok\n")
     questions = (out / "cw_grpo_open_rs" / "questions" / "smoke.jsonl").read_text().splitlines()
     assert len(questions) == gs.EVAL_QUESTIONS and set(json.loads(questions[0])) == {"problem", "answer"}
     assert (

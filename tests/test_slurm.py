@@ -334,6 +334,11 @@ if [[ $3 == --check ]]; then  # the preflight
     echo "preflight: ok platform=gpu offline=0"
     exit 0
 fi
+if [[ $2 == recipes.gpu_platform ]]; then  # the driver check, once per node
+    echo "driver $*" >>"$FAKE_DIR/log"
+    [[ -z ${FAKE_OLD_DRIVER:-} ]] || { echo "config error: NVIDIA driver 570.1 is too old" >&2; exit 2; }
+    exit 0
+fi
 if [[ $1 == *sweep_job.py ]]; then
     echo "sweep $*" >>"$FAKE_DIR/log"
     exit 0
@@ -412,6 +417,28 @@ def test_real_path_propagates_training_exit_status_and_tears_down(fake):
     assert mode == "token" and re.fullmatch("[0-9a-f]{64}", token)
     assert (tmp_path / "ray_start_auth").read_text().splitlines() == [f"token {token}"] * 2
     assert token not in proc.stdout + proc.stderr
+
+
+def test_real_path_checks_every_nodes_driver_before_ray_starts(fake):
+    tmp_path, env = fake
+    env.update(FAKE_PROBE="2 16")
+    proc = subprocess.run(
+        ["bash", str(SBATCH), "experiment=foo"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 0, proc.stderr
+    log = _log(tmp_path)
+    srun = [line for line in log if "recipes.gpu_platform" in line and line.startswith("srun")]
+    assert len(srun) == 1 and "--nodes=2 --ntasks=2 --ntasks-per-node=1" in srun[0]
+    assert srun[0].endswith("python -m recipes.gpu_platform driver")
+    assert log.index(srun[0]) < min(i for i, line in enumerate(log) if line.startswith("ray start"))
+    # an old driver on a node: exit 2 with its line, nothing started
+    (tmp_path / "log").unlink()
+    env.update(FAKE_OLD_DRIVER="1")
+    proc = subprocess.run(
+        ["bash", str(SBATCH), "experiment=foo"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 2 and "config error: NVIDIA driver 570.1 is too old" in proc.stderr
+    assert not [line for line in _log(tmp_path) if line.startswith("ray ")]
 
 
 def test_real_path_ray_auth_can_be_given_or_disabled(fake):
