@@ -33,7 +33,6 @@ import contextlib
 import json
 import os
 import pickle
-import re
 import shutil
 import sys
 import tempfile
@@ -42,35 +41,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from eval.results import ResultsError, ensure_writable
-
-STEP_RE = re.compile(r"^global_step_(\d+)$")
-STAMP = ".converted.json"
-TRACKER = "latest_checkpointed_iteration.txt"  # verl writes it after a checkpoint is complete
+from recipes.checkpoints import STAMP, STEP_RE, default_hf_root, find_steps, is_converted
 
 
 class IncompleteCheckpoint(RuntimeError):
     """A checkpoint folder that is missing files the merger needs, or has unreadable ones."""
-
-
-def find_steps(root: str | os.PathLike) -> dict[int, Path]:
-    """step -> `global_step_N` folder under a checkpoint root, sorted by step."""
-    root = Path(root)
-    if not root.is_dir():
-        raise FileNotFoundError(f"checkpoint root {root} is not a folder")
-    found = {}
-    for child in root.iterdir():
-        m = STEP_RE.match(child.name)
-        if m and child.is_dir():
-            found[int(m.group(1))] = child
-    return dict(sorted(found.items()))
-
-
-def latest_step(root: str | os.PathLike) -> int | None:
-    """The step verl last finished saving (its tracker file), or None."""
-    try:
-        return int((Path(root) / TRACKER).read_text().strip())
-    except (OSError, ValueError):
-        return None
 
 
 def select_steps(
@@ -119,10 +94,6 @@ def check_checkpoint(step_dir: str | os.PathLike) -> Path:
     return actor
 
 
-def is_converted(target: str | os.PathLike) -> bool:
-    return (Path(target) / STAMP).is_file()
-
-
 def _merge(actor: Path, target: Path, trust_remote_code: bool) -> None:
     """verl's FSDP merger, as `python -m verl.model_merger merge --backend fsdp` runs it."""
     from verl.model_merger.base_model_merger import ModelMergerConfig
@@ -155,12 +126,12 @@ def convert(
     step_dir, target = Path(step_dir).resolve(), Path(target).resolve()
     if step_dir in target.parents or target == step_dir:
         raise ValueError(f"HF folder {target} must not be inside the checkpoint {step_dir}")
+    if is_converted(target) and not force:  # its shards may be gone (recipes/checkpoints.py)
+        return target, False
     actor = check_checkpoint(step_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
     for stale in target.parent.glob(f".{target.name}.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
-    if is_converted(target) and not force:
-        return target, False
     t0 = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
@@ -191,11 +162,6 @@ def convert(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target, True
-
-
-def default_hf_root(checkpoint_root: str | os.PathLike) -> Path:
-    """`hf/` beside the checkpoint root (e.g. outputs/<project>/<experiment>/hf)."""
-    return Path(checkpoint_root).resolve().parent / "hf"
 
 
 def int_list(text: str) -> list[int]:

@@ -50,19 +50,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from eval import benchmarks as bm
-from eval.convert import (
-    STEP_RE,
-    IncompleteCheckpoint,
-    add_selection_arguments,
-    convert,
-    default_hf_root,
-    find_steps,
-    latest_step,
-    select_steps,
-)
+from eval.convert import IncompleteCheckpoint, add_selection_arguments, convert, select_steps
 from eval.plot import AVERAGES, plot_steps, run_name
 from eval.results import ResultsError, atomic_write_json, atomic_write_text, ensure_writable, pct
 from eval.run import EvalError, add_eval_arguments, eval_kwargs, evaluate, summary_settings
+from recipes.checkpoints import STEP_RE, default_hf_root, find_steps, latest_step
 
 PLOT = "accuracy_vs_step.png"
 

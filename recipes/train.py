@@ -120,7 +120,9 @@ def validate(cfg: DictConfig) -> None:
                 f"{group}: choose one (`{group}=NAME`, NAME a file in {choices}) or an experiment preset."
             )
     _check_methods(cfg)
-    from recipes import reward
+    from recipes import checkpoints, reward
+
+    checkpoints.check(cfg)
 
     reward.settings(cfg)  # the reward's settings (types, ranges, the overlong buffer)
 

@@ -42,6 +42,7 @@ from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
 from recipes import on_policy, registry
 from recipes.agent_loop import EPOCH_KEY
+from recipes.checkpoints import Retention
 from recipes.method import Samples
 from rewards.grader import STATUSES
 
@@ -87,6 +88,8 @@ class RecipesTrainerSync(PPOTrainerSync):
             if self.on_policy:  # actor/entropy from the update's forward (6)
                 config.actor_rollout_ref.actor.calculate_entropy = True
         self.hooks = registry.trainer_hooks(config)  # read by _init_resource_pool_mgr
+        keep = config.recipes.get("checkpoints", {}).get("keep_full")
+        self.retention = None if keep is None else Retention(config.trainer.default_local_dir, keep)
         super().__init__(config)
 
     def _init_resource_pool_mgr(self):
@@ -145,6 +148,15 @@ class RecipesTrainerSync(PPOTrainerSync):
         for hook in self.hooks:
             hook.save(self, folder)
         super()._save_checkpoint()
+        if self.retention is not None:
+            self.retention.after_save()
+
+    def fit(self, *args, **kwargs):
+        try:
+            return super().fit(*args, **kwargs)
+        finally:
+            if self.retention is not None:
+                self.retention.finish()
 
     def _load_checkpoint(self):
         super()._load_checkpoint()

@@ -25,6 +25,9 @@ the last checkpoint exited 0 and the evaluation exited 0. From the run's metrics
               actor process; vLLM's memory is not in it)
   peak GiB    the largest memory.used of any GPU that nvidia-smi sampled during the preset
               (training and evaluation, vLLM included), when the sampler ran
+  plan GiB    `python -m recipes.plan`'s estimate of the peak per GPU for the run's own resolved
+              config (<run>/config.yaml) on a GPU of --gpu-gib: beside the measured peak, it
+              calibrates the plan
   eval        per-question accuracy of the converted checkpoint on the few questions
 A value missing from the files is shown as `-`; it does not fail the preset.
 """
@@ -286,6 +289,7 @@ class Result:
     tokens_per_s: float | None = None
     actor_gib: float | None = None
     peak_gib: float | None = None
+    plan_gib: float | None = None
     eval_acc: float | None = None
 
 
@@ -345,6 +349,7 @@ def judge(
     gpu_log: Path | None = None,
     skip: str = "",
     steps: int = STEPS,
+    gpu_gib: float | None = None,
 ) -> Result:
     if skip:
         return Result(preset, "skip", skip)
@@ -365,6 +370,7 @@ def judge(
         ]
         r.actor_gib = max(mems) if mems else None
     r.peak_gib = gpu_peak_gib(gpu_log) if gpu_log else None
+    r.plan_gib = planned_gib(run_dir, gpu_gib)
     r.eval_acc = eval_accuracy(eval_dir)
     if train_rc != 0:
         r.status, r.reason = (
@@ -382,6 +388,22 @@ def judge(
     return r
 
 
+def planned_gib(run_dir: Path, gpu_gib: float | None) -> float | None:
+    """recipes.plan's peak per GPU for the run's resolved config, or None without one."""
+    resolved = run_dir / "config.yaml"
+    if not resolved.is_file():
+        return None
+    from omegaconf import OmegaConf
+
+    from recipes.plan import H100_GIB, estimate
+
+    try:
+        return estimate(OmegaConf.load(resolved), gpu_gib or H100_GIB).peak_gib
+    except Exception as exc:  # noqa: BLE001 - the smoke run's verdict must not depend on the plan
+        print(f"[gpu_smoke] no plan for {resolved}: {exc}", file=sys.stderr)
+        return None
+
+
 def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
@@ -393,13 +415,14 @@ def line(r: Result) -> str:
         return f"{head} ({r.reason})"
     text = (
         f"{head}  {_fmt(r.step_s, '.1f')} s/step  peak {_fmt(r.peak_gib, '.1f')} GiB  "
+        f"plan {_fmt(r.plan_gib, '.1f')} GiB  "
         f"actor {_fmt(r.actor_gib, '.1f')} GiB  {_fmt(r.tokens_per_s, '.0f')} tokens/s  "
         f"eval {_fmt(None if r.eval_acc is None else 100 * r.eval_acc, '.1f')}%"
     )
     return f"{text}  ({r.reason})" if r.reason else text
 
 
-COLUMNS = ("preset", "result", "s/step", "peak GiB", "actor GiB", "tokens/s", "eval acc", "note")
+COLUMNS = ("preset", "result", "s/step", "peak GiB", "plan GiB", "actor GiB", "tokens/s", "eval acc", "note")
 
 
 def table(results: list[Result]) -> str:
@@ -410,6 +433,7 @@ def table(results: list[Result]) -> str:
             r.status,
             _fmt(r.step_s, ".1f"),
             _fmt(r.peak_gib, ".1f"),
+            _fmt(r.plan_gib, ".1f"),
             _fmt(r.actor_gib, ".1f"),
             _fmt(r.tokens_per_s, ".0f"),
             "-" if r.eval_acc is None else f"{100 * r.eval_acc:.1f}%",
@@ -417,7 +441,7 @@ def table(results: list[Result]) -> str:
         )
         for r in results
     ]
-    out = [f"| {' | '.join(COLUMNS)} |", "|---|---|" + "---:|" * 5 + "---|"]
+    out = [f"| {' | '.join(COLUMNS)} |", "|---|---|" + "---:|" * 6 + "---|"]
     out += [f"| {' | '.join(row)} |" for row in rows]
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}
     out.append(
@@ -470,6 +494,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--eval-dir")
     s.add_argument("--gpu-log")
     s.add_argument("--skip", default="", help="the preset was not run, for this reason")
+    s.add_argument(
+        "--gpu-gib", type=float, default=None, help="one GPU's memory, for the plan (default H100)"
+    )
     s.add_argument("--results", required=True, help="JSONL file the result is appended to")
     s = sub.add_parser("table", help="the summary table of a results file (exit 1 unless all passed)")
     s.add_argument("results")
@@ -504,6 +531,7 @@ def main(argv: list[str] | None = None) -> int:
                 Path(args.eval_dir) if args.eval_dir else None,
                 Path(args.gpu_log) if args.gpu_log else None,
                 args.skip,
+                gpu_gib=args.gpu_gib,
             )
             with open(args.results, "a") as f:
                 f.write(json.dumps(asdict(r)) + "\n")

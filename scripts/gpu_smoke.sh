@@ -94,6 +94,12 @@ fi
 if ! is_dry_run; then # the driver against torch's CUDA (R580+ for CUDA 13), in one line
     PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" -m recipes.gpu_platform driver || exit 2
 fi
+# one GPU's memory, for recipes.plan's estimate beside the measured peak
+GPU_GIB=""
+if ! is_dry_run && command -v nvidia-smi >/dev/null 2>&1; then
+    _mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 || true)
+    [[ ! $_mib =~ ^[0-9]+$ ]] || GPU_GIB=$(awk -v m="$_mib" 'BEGIN { printf "%.1f", m / 1024 }')
+fi
 if ((GPUS > 8)); then
     note "$GPUS GPUs visible; the smoke run uses 8 (one node)"
     GPUS=8
@@ -139,6 +145,7 @@ while IFS=$'\x1f' read -r -a fields; do
     overrides=("${fields[@]:3}")
     dir=$OUT_DIR/$preset
     result=("$PYTHON" "$SMOKE_PY" result --preset "$preset" --run-dir "$dir/run" --results "$RESULTS")
+    [[ -z $GPU_GIB ]] || result+=(--gpu-gib "$GPU_GIB")
     if [[ -n $problem ]]; then
         if ! is_dry_run; then
             log "$preset: SKIP: $problem"

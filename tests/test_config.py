@@ -229,7 +229,8 @@ def test_prompt_aug_paper_presets():
     )
     assert not main.algorithm.filter_groups.enable
     assert (main.data.max_prompt_length, main.data.max_response_length) == (1024, 3072)
-    assert (main.trainer.total_epochs, main.trainer.save_freq, main.trainer.test_freq) == (60, 20, 20)
+    # validation every 20 steps as the paper; a save every 40 keeps the run under 500 GB (recipes.plan)
+    assert (main.trainer.total_epochs, main.trainer.save_freq, main.trainer.test_freq) == (60, 40, 20)
     assert main.recipes.prompt_aug.templates == "all" and main.recipes.prompt_aug.val_template == "qwen-math"
     dapo = compose(["experiment=prompt_aug_baseline_dapo_qwen2_5_math_1_5b"])
     grpo = compose(["experiment=prompt_aug_baseline_grpo_qwen2_5_math_1_5b"])
@@ -238,9 +239,16 @@ def test_prompt_aug_paper_presets():
         assert base.reward.custom_reward_function.reward_kwargs.format_weight == 0.0
         assert base.data == main.data
     assert dapo.actor_rollout_ref.actor == actor
-    assert grpo.actor_rollout_ref.actor.clip_ratio_high == 0.2
-    assert grpo.actor_rollout_ref.actor.loss_agg_mode == "seq-mean-token-mean"
-    assert not grpo.actor_rollout_ref.actor.use_kl_loss
+    # the authors' public GRPO script: clip 0.2, k3 KL 0.001, token-mean, 20 epochs
+    g = grpo.actor_rollout_ref.actor
+    assert (g.clip_ratio_low, g.clip_ratio_high, g.loss_agg_mode) == (0.2, 0.2, "token-mean")
+    assert (g.use_kl_loss, g.kl_loss_type, g.kl_loss_coef, grpo.trainer.total_epochs) == (
+        True,
+        "low_var_kl",
+        0.001,
+        20,
+    )
+    check_config(grpo)
 
 
 def test_ta_grpo_composes_with_baselines_and_prompt_aug():
@@ -382,6 +390,9 @@ def test_ta_grpo_presets_for_the_papers_four_models(model):
         # as many responses a step as TA-GRPO's: 256 questions x 8 = 64 x 32
         assert b.data.train_batch_size * 8 == cfg.data.train_batch_size * 32
         assert b.algorithm.filter_groups.enable == base.endswith("_ds_math")
+    # Qwen3's thinking mode off, said explicitly, in every TA-GRPO preset (Llama's template ignores it)
+    for c in (cfg, paper, star, b):
+        assert dict(c.data.apply_chat_template_kwargs) == {"enable_thinking": False}
 
 
 def test_cw_grpo_presets():
@@ -397,8 +408,14 @@ def test_cw_grpo_presets():
     )
     assert (cfg.data.max_prompt_length, cfg.data.max_response_length) == (512, 4096)
     assert cfg.data.train_batch_size * rollout.n == 192  # 12 per device x 4 devices x 4 accumulation
-    # the loss's statistics per call of 12 responses, as the authors' per-device forward passes
-    assert not actor.use_dynamic_bsz and actor.ppo_micro_batch_size_per_gpu == 12
+    # micro-batches of at most 16,384 tokens (the authors' 12 x 4,608 would not fit an 80 GB GPU)
+    assert actor.use_dynamic_bsz and actor.ppo_max_token_len_per_gpu == 16384
+    assert (actor.optim.lr_warmup_steps_ratio, actor.optim.lr_scheduler_type) == (0.1, "cosine")
+    seven = compose(["experiment=cw_grpo_open_rs_7b"])
+    check_config(seven)
+    assert seven.actor_rollout_ref.model.path == "Qwen/Qwen2.5-Math-7B-Instruct"
+    assert seven.data.max_response_length == 3584 and seven.trainer.n_gpus_per_node == 4
+    assert seven.actor_rollout_ref.actor.fsdp_config.optimizer_offload
     grpo = compose(["experiment=cw_grpo_baseline_grpo_open_rs"])
     clip = compose(["experiment=cw_grpo_baseline_clip_cov_open_rs"])
     assert grpo.actor_rollout_ref.actor.policy_loss.loss_mode == "vanilla"
@@ -434,6 +451,8 @@ def test_prorl_method_and_preset():
     assert cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node == 32
     assert cfg.recipes.prorl.val_metric == "val-core/math500/acc/mean@1" and cfg.trainer.test_freq > 0
     assert cfg.actor_rollout_ref.model.path == "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
+    # a bounded default length: 2,000 steps, a save every 20 (~412 GB with retention, recipes.plan)
+    assert (cfg.trainer.total_training_steps, cfg.trainer.save_freq) == (2000, 20)
 
 
 @pytest.mark.parametrize("baseline", ["grpo", "dapo", "dr_grpo"])

@@ -2,7 +2,8 @@
 the tiny model (plain replicated tensors, which the merger accepts for any world size): weights
 survive the merge, conversion is skipped when done, leftovers are cleaned, a failed or incomplete
 checkpoint leaves nothing behind, and the step selection. The checkpoints of a real training run
-are converted in test_eval_e2e.py."""
+are converted in test_eval_e2e.py. Then recipes/checkpoints.py's retention on the same checkpoints
+(a real training run with retention: the DAPO + ProRL plateau run of tests/test_train_e2e.py)."""
 
 import json
 import shutil
@@ -16,7 +17,9 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from eval import convert as cv
+from recipes import checkpoints as ck
 from recipes import models
+from recipes.train import ConfigError, compose
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -118,7 +121,7 @@ def test_step_discovery_and_selection(tmp_path):
     for name in ("global_step_20", "global_step_5", "global_step_100", "global_step_x", "other"):
         (tmp_path / name).mkdir()
     (tmp_path / "global_step_40").write_text("a file, not a checkpoint")
-    steps = cv.find_steps(tmp_path)
+    steps = ck.find_steps(tmp_path)
     assert list(steps) == [5, 20, 100]
     assert cv.select_steps(list(steps)) == [5, 20, 100]
     assert cv.select_steps(list(steps), every=20) == [20, 100]
@@ -127,10 +130,10 @@ def test_step_discovery_and_selection(tmp_path):
         cv.select_steps(list(steps), only=[7])
     with pytest.raises(ValueError, match="either --every or --steps"):
         cv.select_steps(list(steps), every=2, only=[5])
-    assert cv.latest_step(tmp_path) is None
-    (tmp_path / cv.TRACKER).write_text("20")
-    assert cv.latest_step(tmp_path) == 20
-    assert cv.default_hf_root(tmp_path / "checkpoints") == tmp_path.resolve() / "hf"
+    assert ck.latest_step(tmp_path) is None
+    (tmp_path / ck.TRACKER).write_text("20")
+    assert ck.latest_step(tmp_path) == 20
+    assert ck.default_hf_root(tmp_path / "checkpoints") == tmp_path.resolve() / "hf"
 
 
 def test_cli_converts_good_steps_and_reports_incomplete_ones(tiny, tmp_path):
@@ -166,3 +169,84 @@ def test_cli_converts_good_steps_and_reports_incomplete_ones(tiny, tmp_path):
     proc = run()
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "step 1: already converted" in proc.stdout and "step 3: converted" in proc.stdout
+
+
+# ------------------------------------------------------------------ retention (recipes/checkpoints.py)
+def save(tiny_dir: Path, root: Path, step: int) -> Path:
+    """What verl writes for one save: the actor (parameters; optimizer states), data.pt, the tracker."""
+    folder = root / f"global_step_{step}"
+    write_checkpoint(tiny_dir, folder)
+    (folder / "actor" / "optim_world_size_1_rank_0.pt").write_bytes(b"\0" * 4096)
+    torch.save({"epoch": 0}, folder / "data.pt")
+    (folder / "recipes_state.json").write_text(json.dumps({"global_steps": step}))
+    (folder / "prorl_reference").mkdir()
+    (folder / "prorl_reference" / "shard.pt").write_bytes(b"\0" * 100)
+    (root / "latest_checkpointed_iteration.txt").write_text(str(step))
+    return folder
+
+
+def test_older_saves_keep_only_their_hf_weights(tiny, tmp_path):
+    root = tmp_path / "run" / "checkpoints"
+    said = []
+    keep = ck.Retention(root, keep_full=1, say=said.append)
+    sizes = {}
+    for step in (1, 2, 3):
+        folder = save(tiny, root, step)
+        records = {folder / "recipes_state.json"}  # the step folder's own JSON files stay
+        sizes[step] = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and f not in records)
+        keep.after_save()
+        assert (folder / "actor").is_dir()  # the newest save is never pruned
+    keep.finish()
+    hf = tmp_path / "run" / "hf"
+    assert sorted(p.name for p in hf.iterdir()) == ["global_step_1", "global_step_2", "global_step_3"]
+    assert all(ck.is_converted(p) for p in hf.iterdir())
+    for step in (1, 2):
+        folder = root / f"global_step_{step}"
+        # only the JSON records are left, and the note saying where the weights went
+        assert sorted(p.name for p in folder.iterdir()) == ["pruned.json", "recipes_state.json"]
+        note = json.loads((folder / "pruned.json").read_text())
+        assert note == {
+            "hf": str(hf / f"global_step_{step}"),
+            "freed_bytes": sizes[step],
+            "kept_whole": [step + 1],
+        }
+        # eval.iterate's conversion takes the HF folder as done
+        assert cv.convert(folder, hf / f"global_step_{step}") == (hf / f"global_step_{step}", False)
+    assert (root / "global_step_3" / "actor" / "optim_world_size_1_rank_0.pt").is_file()
+    assert said[-1].startswith(f"[checkpoints] HF weights up to date in {hf}")
+    assert sum("parameters and optimizer states removed" in line for line in said) == 2
+
+
+def test_a_failed_conversion_keeps_the_checkpoint_whole_and_is_retried(tiny, tmp_path):
+    root = tmp_path / "checkpoints"
+    said = []
+    keep = ck.Retention(root, keep_full=1, say=said.append)
+    first = save(tiny, root, 1)
+    shard = first / "actor" / "model_world_size_1_rank_0.pt"
+    good = shard.read_bytes()
+    shard.write_bytes(good[: len(good) // 2])  # truncated
+    keep.after_save()
+    save(tiny, root, 2)
+    keep.after_save()  # waits for step 1's failed conversion: nothing pruned
+    assert any("converting to HF weights failed (exit 1" in line for line in said)
+    assert (first / "actor").is_dir() and not (first / "pruned.json").exists()
+    shard.write_bytes(good)  # repaired: converted by the next pass, then pruned
+    keep.finish()
+    save(tiny, root, 3)
+    keep.after_save()
+    keep.finish()
+    assert (first / "pruned.json").exists() and not (first / "actor").exists()
+    assert ck.is_converted(tmp_path / "hf" / "global_step_1")
+
+
+def test_the_setting_is_checked_before_ray():
+    assert compose(["experiment=demo_cpu"]).recipes.checkpoints.keep_full is None  # verl's: keep all
+    assert compose(["experiment=prompt_aug_qwen2_5_math_1_5b"]).recipes.checkpoints.keep_full == 2
+    for value in ("0", "true", "'2'"):
+        with pytest.raises(
+            ConfigError, match=r"recipes.checkpoints.keep_full=.*newest checkpoints kept whole"
+        ):
+            ck.check(compose(["experiment=demo_cpu", f"recipes.checkpoints.keep_full={value}"]))
+    with pytest.raises(ConfigError, match=r"trainer.max_actor_ckpt_to_keep=3 deletes old checkpoints whole"):
+        ck.check(compose(["experiment=prompt_aug_qwen2_5_math_1_5b", "trainer.max_actor_ckpt_to_keep=3"]))
+    ck.check(compose(["experiment=demo_cpu", "trainer.max_actor_ckpt_to_keep=3"]))  # null: verl's rule alone

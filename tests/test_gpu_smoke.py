@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -269,7 +270,26 @@ def test_a_passing_run_is_parsed_from_its_newest_metrics_file():
     assert r.actor_gib == pytest.approx(22.75)  # the larger of the two steps (not the older file's 99)
     assert r.peak_gib == pytest.approx(40.0)  # 40,960 MiB on GPU 1
     assert r.eval_acc == pytest.approx(0.375)
-    assert gs.line(r) == "p: PASS  24.0 s/step  peak 40.0 GiB  actor 22.8 GiB  1500 tokens/s  eval 37.5%"
+    assert gs.line(r) == (
+        "p: PASS  24.0 s/step  peak 40.0 GiB  plan - GiB  actor 22.8 GiB  1500 tokens/s  eval 37.5%"
+    )
+
+
+def test_the_plans_estimate_stands_beside_the_measured_peak(tmp_path):
+    """recipes.plan on the run's own resolved config (what recipes.train saves as config.yaml)."""
+    from omegaconf import OmegaConf
+
+    from recipes.plan import estimate
+    from recipes.train import compose
+
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES / "pass" / "run", run)
+    cfg = compose(["experiment=cw_grpo_open_rs"])
+    OmegaConf.save(cfg, run / "config.yaml", resolve=True)
+    r = gs.judge("p", run, train_rc=0, convert_rc=0, eval_rc=0, gpu_gib=139.8)
+    assert r.plan_gib == pytest.approx(estimate(cfg, 139.8).peak_gib)
+    assert f"peak - GiB  plan {r.plan_gib:.1f} GiB  actor" in gs.line(r)
+    assert f"| - | {r.plan_gib:.1f} |" in gs.table([r])
 
 
 def test_a_failed_run_without_metrics_fails_with_the_reason():
@@ -334,7 +354,7 @@ def test_the_cli_appends_results_and_the_table_exits_1_unless_all_passed(tmp_pat
     assert passed.startswith("a: PASS  24.0 s/step")
     table = subprocess.run([sys.executable, script, "table", str(results)], capture_output=True, text=True)
     assert table.returncode == 0
-    assert "| a | pass | 24.0 | 40.0 | 22.8 | 1500 | 37.5% |  |" in table.stdout
+    assert "| a | pass | 24.0 | 40.0 | - | 22.8 | 1500 | 37.5% |  |" in table.stdout
     assert "1 passed, 0 failed, 0 skipped of 1 presets" in table.stdout
 
     failed = result(
@@ -409,7 +429,7 @@ def test_the_real_path_runs_each_preset_judges_it_and_prints_the_table(tmp_path)
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr  # not every preset passed
     assert (
-        "cw_grpo_open_rs: PASS  24.0 s/step  peak - GiB  actor 22.8 GiB  1500 tokens/s  eval 12.5%"
+        "cw_grpo_open_rs: PASS  24.0 s/step  peak - GiB  plan - GiB  actor 22.8 GiB  1500 tokens/s  eval 12.5%"
         in proc.stdout
     )
     assert "prorl_deepseek_r1_distill_qwen_1_5b: FAIL" in proc.stdout and "(training exited 1)" in proc.stdout

@@ -296,6 +296,7 @@ ALL_FOUR = (
     "data.max_prompt_length=320",
     "recipes.prorl.reset_every=2",
     "actor_rollout_ref.actor.optim.lr=1e-3",
+    "recipes.checkpoints.keep_full=1",  # retention (recipes/checkpoints.py), as on GPUs
 )  # + the entropy bonus (a gradient at every step, tests/conftest.py), added by `launches`
 # DAPO + ProRL with a validation trigger (test_dapo_with_prorl_validation_plateau_...)
 PLATEAU = (
@@ -310,6 +311,7 @@ PLATEAU = (
     # one update at the default 1e-4 can leave every token's log-prob where it was in the
     # precision verl computes the KL in (a run saw step 2's KL at exactly 0)
     "actor_rollout_ref.actor.optim.lr=1e-3",
+    "recipes.checkpoints.keep_full=1",  # retention (recipes/checkpoints.py), as on GPUs
 )  # + the entropy bonus
 
 
@@ -472,3 +474,17 @@ def test_dapo_with_prorl_validation_plateau_resets_at_the_start_of_the_next_step
     last = json.loads((ckpt / "global_step_4" / "prorl_state.json").read_text())
     assert last["pending"] == "val_plateau" and last["resets"] == 1
     assert [h["step"] for h in last["history"]] == [2]  # the reset took step 2's weights
+    # retention, keep_full=1: every step has HF weights (converted beside training), only step 4
+    # keeps its parameters, optimizer states and reference snapshot
+    hf = out / "hf"
+    assert sorted(p.name for p in hf.iterdir() if (p / ".converted.json").is_file()) == [
+        f"global_step_{s}" for s in (1, 2, 3, 4)
+    ]
+    for step in (1, 2, 3):
+        folder = ckpt / f"global_step_{step}"
+        assert json.loads((folder / "pruned.json").read_text())["hf"] == str(hf / f"global_step_{step}")
+        assert sorted(p.suffix for p in folder.iterdir()) == [".json"] * len(list(folder.iterdir()))
+    assert (ckpt / "global_step_4" / "prorl_reference").is_dir() and (
+        ckpt / "global_step_4" / "actor"
+    ).is_dir()
+    assert "[checkpoints] step 3: parameters and optimizer states removed" in log_of(out)

@@ -1,0 +1,365 @@
+"""A run's memory per GPU and disk, estimated before it starts.
+
+    python -m recipes.plan experiment=prompt_aug_qwen2_5_math_1_5b
+    python -m recipes.plan experiment=cw_grpo_open_rs model=qwen2_5_math_7b_instruct --gpu-gib 139.8
+    python -m recipes.plan experiment=demo_cpu                      # CPU presets: this machine's RAM
+
+Takes the same arguments as `python -m recipes.train` (and `--gpu-gib G`, the memory of one GPU,
+default an 80 GB H100's 79.6 GiB; `--disk-gb D`, the disk a run may fill, default 500). Prints,
+per GPU, the two phases of a step of verl's hybrid engine, which share the GPU in turn:
+
+  rollout   the actor's parameters and Adam states stay resident (unless offloaded); vLLM takes
+            its `gpu_memory_utilization` share of the GPU: its bf16 weights, then KV cache
+  training  vLLM sleeps (weights and KV cache freed); the actor adds gradients and, for the
+            largest micro-batch (the dynamic-batch token limit, or micro-batch x sequence
+            length), its checkpointed activations and the logits pass over the vocabulary
+
+then the checkpoint sizes and the run's disk under recipes.checkpoints.keep_full. The last line
+is machine-readable:
+
+    plan: peak_gib_per_gpu=<n> gpu_gib=<n> checkpoint_gb=<n> run_disk_gb=<n> fits=yes|no
+
+Exit status 0 when the run fits (peak <= --gpu-gib and disk <= --disk-gb), 3 when it does not,
+2 on a config error. The arithmetic, and what it leaves out, is in docs/running.md#memory-and-disk-plan:
+an estimate to compare with the first GPU run's measured peak (`scripts/gpu_smoke.sh` prints both).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from recipes.settings import ConfigError
+
+GIB = 2**30
+GB = 1e9
+H100_GIB = 79.6  # nvidia-smi's 81,559 MiB
+DISK_GB = 500.0
+CUDA_CONTEXT_GIB = 1.0  # CUDA context, NCCL and allocator buffers per process (estimate)
+# The CPU platform's processes (Ray, vLLM's engine, the workers) and their libraries: the tiny
+# demo's peak summed RSS, whose tensors are a few MB (README, `make demo`)
+CPU_PROCESSES_GIB = 6.0
+VLLM_OVERHEAD_GIB = 2.0  # vLLM's activations and CUDA graphs inside its share (estimate)
+# bytes per token per vocabulary entry in the logits pass, beside the logits in the compute dtype:
+# their fp32 log-softmax and the entropy's fp32 probabilities; a backward adds the fp32 gradient
+LOGITS_FP32_COPIES = 2
+LOGITS_GRAD = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Arch:
+    """A decoder's shape, as its config.json gives it."""
+
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    vocab: int
+    tied: bool
+    head_dim: int | None = None
+    qkv_bias: bool = False  # Qwen2 has biases on q, k, v
+    qk_norm: bool = False  # Qwen3 normalizes q and k per head
+
+    @property
+    def hd(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+    def params(self) -> int:
+        h, hd = self.hidden, self.hd
+        attn = h * self.heads * hd + 2 * h * self.kv_heads * hd + self.heads * hd * h
+        if self.qkv_bias:
+            attn += self.heads * hd + 2 * self.kv_heads * hd
+        if self.qk_norm:
+            attn += 2 * hd
+        layer = attn + 3 * h * self.intermediate + 2 * h
+        return self.vocab * h * (1 if self.tied else 2) + self.layers * layer + h
+
+    @classmethod
+    def from_config(cls, c: dict) -> Arch:
+        return cls(
+            hidden=c["hidden_size"],
+            layers=c["num_hidden_layers"],
+            heads=c["num_attention_heads"],
+            kv_heads=c.get("num_key_value_heads") or c["num_attention_heads"],
+            intermediate=c["intermediate_size"],
+            vocab=c["vocab_size"],
+            tied=bool(c.get("tie_word_embeddings", False)),
+            head_dim=c.get("head_dim"),
+            qkv_bias=c.get("model_type") == "qwen2" or bool(c.get("attention_bias", False)),
+            qk_norm=c.get("model_type") == "qwen3",
+        )
+
+
+# From each model's config.json on the Hugging Face Hub (used when no local copy is at hand).
+KNOWN = {
+    "Qwen/Qwen2.5-Math-1.5B": Arch(1536, 28, 12, 2, 8960, 151936, True, qkv_bias=True),
+    "Qwen/Qwen2.5-Math-7B-Instruct": Arch(3584, 28, 28, 4, 18944, 152064, False, qkv_bias=True),
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B": Arch(1536, 28, 12, 2, 8960, 151936, False, qkv_bias=True),
+    "Qwen/Qwen3-1.7B": Arch(2048, 28, 16, 8, 6144, 151936, True, head_dim=128, qk_norm=True),
+    "Qwen/Qwen3-4B": Arch(2560, 36, 32, 8, 9728, 151936, True, head_dim=128, qk_norm=True),
+    "meta-llama/Llama-3.2-1B-Instruct": Arch(2048, 16, 32, 8, 8192, 128256, True, head_dim=64),
+    "meta-llama/Llama-3.2-3B-Instruct": Arch(3072, 28, 24, 8, 8192, 128256, True, head_dim=128),
+    "smollm2_135m": Arch(576, 30, 9, 3, 1536, 49152, True),
+    "tiny": Arch(64, 2, 2, 1, 128, 768, True, qkv_bias=True),  # recipes/models.py build_tiny
+}
+# Training rows of each dataset (its configs/data/*.yaml), when the prepared file is not at hand.
+ROWS = {
+    "math_l3to5": 8523,
+    "math": 7500,
+    "math_rephrased": 7500,
+    "open_rs": 7000,
+    "deepscaler": 40315,
+    "toy_arithmetic": 2000,
+}
+
+
+def _get(cfg: DictConfig, key: str):
+    return OmegaConf.select(cfg, key)
+
+
+def arch_of(cfg: DictConfig) -> Arch:
+    """The model's shape: its config.json when the model is on this machine, else KNOWN."""
+    path = str(_get(cfg, "actor_rollout_ref.model.path"))
+    local = Path(path).expanduser() / "config.json"
+    if local.is_file():
+        return Arch.from_config(json.loads(local.read_text()))
+    if path.count("/") == 1:
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(path, "config.json")
+            if isinstance(cached, str):
+                return Arch.from_config(json.loads(Path(cached).read_text()))
+        except ImportError:
+            pass
+    for key in (path, _get(cfg, "recipes.model")):
+        if key in KNOWN:
+            return KNOWN[key]
+    raise ConfigError(
+        f"actor_rollout_ref.model.path={path}: no config.json here and not a known model ({', '.join(KNOWN)})."
+    )
+
+
+def rows_of(cfg: DictConfig) -> int:
+    files = _get(cfg, "data.train_files")
+    files = [files] if isinstance(files, str) else list(files or [])
+    if files and all(Path(f).is_file() for f in files):
+        import pyarrow.parquet as pq
+
+        return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    name = _get(cfg, "recipes.data")
+    if name not in ROWS:
+        raise ConfigError(
+            f"data.train_files: not on this machine, and the size of data {name!r} is not known."
+        )
+    limit = _get(cfg, "data.train_max_samples")
+    return min(ROWS[name], limit) if limit and limit > 0 else ROWS[name]
+
+
+def training_steps(cfg: DictConfig, rows: int) -> int:
+    """verl's count: trainer.total_training_steps, else epochs x full batches (drop_last)."""
+    steps = _get(cfg, "trainer.total_training_steps")
+    if steps:
+        return int(steps)
+    return int(_get(cfg, "trainer.total_epochs")) * (rows // int(_get(cfg, "data.train_batch_size")))
+
+
+def saves(steps: int, save_freq: int) -> int:
+    """verl saves at multiples of save_freq and at the last step."""
+    if save_freq <= 0:
+        return 0
+    return steps // save_freq + (1 if steps % save_freq else 0)
+
+
+@dataclasses.dataclass
+class Estimate:
+    rows: list[tuple[str, float, float]]  # (what, rollout GiB, training GiB) per GPU
+    notes: list[str]
+    peak_gib: float
+    device_gib: float
+    checkpoint_gb: float
+    hf_gb: float
+    run_disk_gb: float
+    disk_limit_gb: float
+    header: str
+
+    @property
+    def fits(self) -> bool:
+        return self.peak_gib <= self.device_gib and self.run_disk_gb <= self.disk_limit_gb
+
+
+def _ram_gib() -> float:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB
+
+
+def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_GB) -> Estimate:
+    a = arch_of(cfg)
+    p = a.params()
+    cpu = _get(cfg, "recipes.platform") == "cpu"
+    world = int(_get(cfg, "trainer.n_gpus_per_node")) * int(_get(cfg, "trainer.nnodes"))
+    actor = "actor_rollout_ref.actor"
+    mp = _get(cfg, f"{actor}.fsdp_config.mixed_precision.param_dtype") or "bf16"
+    compute = 4 if mp in ("fp32", "float32") else 2
+    # param_offload / optimizer_offload move them to the CPU between updates (the rollout phase);
+    # verl's train mode loads them back for the update. offload_policy (FSDP2's CPU offload) keeps
+    # them on the CPU throughout, the optimizer step included.
+    policy = bool(_get(cfg, f"{actor}.fsdp_config.offload_policy"))
+    param_off = policy or bool(_get(cfg, f"{actor}.fsdp_config.param_offload"))
+    optim_off = policy or bool(_get(cfg, f"{actor}.fsdp_config.optimizer_offload"))
+    params, grads, adam = (0.0, 0.0, 0.0) if policy else (4 * p / world, 4 * p / world, 8 * p / world)
+    params_rollout = 0.0 if param_off else 4 * p / world
+    adam_rollout = 0.0 if optim_off else 8 * p / world
+
+    seq = int(_get(cfg, "data.max_prompt_length")) + int(_get(cfg, "data.max_response_length"))
+    if _get(cfg, f"{actor}.use_dynamic_bsz"):
+        update_tokens = max(int(_get(cfg, f"{actor}.ppo_max_token_len_per_gpu")), seq)
+        infer_tokens = max(int(_get(cfg, "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu")), seq)
+    else:
+        update_tokens = int(_get(cfg, f"{actor}.ppo_micro_batch_size_per_gpu") or 1) * seq
+        micro = _get(cfg, "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu") or 1
+        infer_tokens = int(micro) * seq
+    checkpointed = bool(_get(cfg, "actor_rollout_ref.model.enable_gradient_checkpointing"))
+    layer = 2 * (4 * a.hidden + 4 * a.intermediate) * compute  # one layer's recompute, + its grads
+    stored = (a.hidden * compute) if checkpointed else (4 * a.hidden + 4 * a.intermediate) * compute
+    activations = update_tokens * (a.layers * stored + layer)
+    infer_bytes = compute + 4 * LOGITS_FP32_COPIES
+    logits_update = update_tokens * a.vocab * (infer_bytes + LOGITS_GRAD)
+    logits_infer = infer_tokens * a.vocab * infer_bytes
+    if activations + logits_update >= logits_infer:  # the update's micro-batch is the larger pass
+        work = ("update", update_tokens, activations, logits_update)
+    else:  # the log-prob pass (old and reference log-probs, no backward)
+        work = ("log-prob", infer_tokens, 0, logits_infer)
+    gathered = 2 * (p - a.vocab * a.hidden * (1 if a.tied else 2)) / a.layers * compute  # 2 layers unsharded
+
+    rollout = "actor_rollout_ref.rollout"
+    tp = int(_get(cfg, f"{rollout}.tensor_model_parallel_size") or 1)
+    weights_gib = 2 * p / tp / GIB if not cpu else 4 * p / GIB
+    if cpu:
+        vllm_gib = (
+            weights_gib + int(_get(cfg, f"{rollout}.engine_kwargs.vllm.kv_cache_memory_bytes") or 0) / GIB
+        )
+        kv_gib = vllm_gib - weights_gib
+        device_gib = _ram_gib()
+        device = f"this machine's {device_gib:.1f} GiB of RAM (CPU platform: every worker in it, float32)"
+    else:
+        util = float(_get(cfg, f"{rollout}.gpu_memory_utilization"))
+        vllm_gib = util * gpu_gib
+        kv_gib = max(vllm_gib - weights_gib - VLLM_OVERHEAD_GIB, 0.0)
+        device_gib = gpu_gib
+        device = f"a GPU of {gpu_gib:.1f} GiB"
+    kv_token = 2 * a.layers * a.kv_heads * a.hd * (2 if not cpu else 4)
+    fit_seqs = int(kv_gib * GIB // (kv_token * seq)) if kv_token else 0
+    replicas = max(world // tp, 1)
+    asked = math.ceil(int(_get(cfg, "data.train_batch_size")) * int(_get(cfg, f"{rollout}.n")) / replicas)
+
+    sleeps = bool(_get(cfg, f"{rollout}.free_cache_engine"))
+    context = CPU_PROCESSES_GIB if cpu else CUDA_CONTEXT_GIB
+    kl = bool(_get(cfg, f"{actor}.use_kl_loss")) or bool(_get(cfg, "algorithm.use_kl_in_reward"))
+    reference = 4 * p / world if cpu and kl else 0.0  # verl's CPU offload: on the CPU it is in RAM
+    rows = [
+        (f"actor parameters (fp32, sharded over {world})", params_rollout / GIB, params / GIB),
+        ("gradients (fp32)", 0.0, grads / GIB),
+        ("Adam states (2 x fp32)", adam_rollout / GIB, adam / GIB),
+        ("reference (fp32, offloaded by verl to the CPU)", reference / GIB, reference / GIB),
+        # vLLM sleeps during the update (free_cache_engine), except where it cannot (the CPU)
+        (f"vLLM (weights {weights_gib:.1f} + KV cache {kv_gib:.1f})", vllm_gib, 0.0 if sleeps else vllm_gib),
+        (
+            f"activations ({work[0]} pass, {work[1]:,} tokens, checkpointed: {checkpointed})",
+            0.0,
+            work[2] / GIB,
+        ),
+        (f"logits ({work[1]:,} tokens x {a.vocab:,} vocabulary)", 0.0, work[3] / GIB),
+        (
+            "processes (Ray, vLLM, workers)" if cpu else "gathered layers, CUDA context and buffers",
+            context,
+            (gathered / GIB) + context,
+        ),
+    ]
+    rows.append(("total", sum(r[1] for r in rows), sum(r[2] for r in rows)))
+    rollout_total, training_total = rows[-1][1], rows[-1][2]
+    peak = max(rollout_total, training_total)
+
+    notes = []
+    if param_off or optim_off:
+        host = (8 * p if param_off else 0) + (8 * p if optim_off else 0)
+        when = "throughout (offload_policy)" if policy else "during rollout"
+        notes.append(f"offloaded to host memory {when}: {host / world / GIB:.1f} GiB per GPU's process")
+    notes.append(
+        f"vLLM: {replicas} replica(s) of TP {tp}; the KV cache holds {fit_seqs:,} sequences of {seq:,} "
+        f"tokens at once, a step asks {asked:,} per replica"
+        + ("" if fit_seqs >= asked else " (the rest wait their turn: slower, not out of memory)")
+    )
+
+    full = 12 * p  # fp32 parameters + Adam's two fp32 moments (+ small records)
+    hf = 2 * p  # bf16 HuggingFace weights (eval.convert)
+    steps = training_steps(cfg, rows_of(cfg))
+    n_saves = saves(steps, int(_get(cfg, "trainer.save_freq")))
+    keep = _get(cfg, "recipes.checkpoints.keep_full")
+    snapshot = 4 * p if "prorl" in (_get(cfg, "recipes.methods") or {}) else 0  # ProRL's reference
+    if keep is None:
+        disk = n_saves * (full + snapshot)
+        rule = f"every save kept whole ({n_saves} x {(full + snapshot) / GB:.1f} GB)"
+    else:
+        whole = min(n_saves, int(keep))
+        disk = whole * (full + snapshot) + n_saves * hf
+        rule = f"{whole} kept whole + {n_saves} as HF weights (recipes.checkpoints.keep_full={keep})"
+    notes.append(
+        f"disk: a checkpoint is {full / GB:.1f} GB whole (fp32 parameters + Adam), {hf / GB:.1f} GB as HF "
+        f"weights; {steps:,} steps, {n_saves} saves (every {_get(cfg, 'trainer.save_freq')}): {rule} "
+        f"= {disk / GB:.0f} GB"
+    )
+    header = (
+        f"plan: {_get(cfg, 'actor_rollout_ref.model.path')} ({p / 1e9:.2f}B parameters), "
+        f"{world} GPU(s) ({_get(cfg, 'trainer.nnodes')} node(s)), {device}"
+    )
+    return Estimate(rows, notes, peak, device_gib, full / GB, hf / GB, disk / GB, disk_gb, header)
+
+
+def report(e: Estimate) -> str:
+    width = max(len(r[0]) for r in e.rows) + 2
+    lines = [e.header, f"{'per GPU, GiB':<{width}}{'rollout':>9}{'training':>10}"]
+    for what, roll, train in e.rows:
+        lines.append(f"  {what:<{width - 2}}{roll:>9.1f}{train:>10.1f}")
+    if e.peak_gib > e.device_gib:
+        lines.append(f"OVER: the peak {e.peak_gib:.1f} GiB exceeds the {e.device_gib:.1f} GiB available")
+    lines += e.notes
+    if e.run_disk_gb > e.disk_limit_gb:
+        lines.append(
+            f"OVER: the run writes {e.run_disk_gb:.0f} GB, more than {e.disk_limit_gb:.0f} GB (--disk-gb)"
+        )
+    lines.append(
+        f"plan: peak_gib_per_gpu={e.peak_gib:.1f} gpu_gib={e.device_gib:.1f} checkpoint_gb={e.checkpoint_gb:.1f} "
+        f"run_disk_gb={e.run_disk_gb:.0f} fits={'yes' if e.fits else 'no'}"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m recipes.plan", description=__doc__.split("\n\n")[0])
+    p.add_argument("--gpu-gib", type=float, default=H100_GIB, help="memory of one GPU (default: 80 GB H100)")
+    p.add_argument("--disk-gb", type=float, default=DISK_GB, help="disk a run may fill (default 500)")
+    args, overrides = p.parse_known_args(argv)
+    from recipes.console import held
+    from recipes.train import check_overrides, compose
+
+    check_overrides(overrides)
+    try:
+        with held(enabled=True, expected=(ConfigError,)):
+            e = estimate(compose(overrides), args.gpu_gib, args.disk_gb)
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    print(report(e), flush=True)
+    return 0 if e.fits else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

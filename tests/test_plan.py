@@ -1,0 +1,126 @@
+"""recipes/plan.py: parameter counts against the models' published sizes and a real model's own
+count, the memory and disk arithmetic against values worked out by hand, and the command on every
+preset (no default preset over an 80 GB GPU or 500 GB of disk)."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recipes import models
+from recipes import plan as pl
+from recipes.train import compose
+
+REPO = Path(__file__).resolve().parent.parent
+EXPERIMENTS = sorted(p.stem for p in (REPO / "configs" / "experiment").glob("*.yaml"))
+LAST = re.compile(
+    r"^plan: peak_gib_per_gpu=(\d+\.\d) gpu_gib=(\d+\.\d) checkpoint_gb=(\d+\.\d) run_disk_gb=(\d+) fits=(yes|no)$"
+)
+GIB = 2**30
+
+
+@pytest.mark.parametrize(
+    ("model", "published"),
+    [  # the parameter counts the Hugging Face Hub shows for each model's safetensors
+        ("Qwen/Qwen2.5-Math-7B-Instruct", 7_615_616_512),
+        ("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", 1_777_088_000),
+        ("Qwen/Qwen3-4B", 4_022_468_096),
+        ("meta-llama/Llama-3.2-1B-Instruct", 1_235_814_400),
+        ("meta-llama/Llama-3.2-3B-Instruct", 3_212_749_824),
+        ("smollm2_135m", 134_515_008),
+    ],
+)
+def test_parameter_counts_match_the_published_ones(model, published):
+    assert pl.KNOWN[model].params() == published
+
+
+def test_parameter_count_by_hand_and_against_a_real_model(tmp_path):
+    # Qwen2.5-Math-1.5B: embeddings 151,936 x 1,536 (tied); per layer q 1536x1536, k and v 1536x256
+    # each, o 1536x1536, q/k/v biases 1,536 + 2 x 256, MLP 3 x 1536 x 8960, two norms; a final norm
+    layer = 1536 * 1536 + 2 * 1536 * 256 + 1536 * 1536 + 1536 + 512 + 3 * 1536 * 8960 + 2 * 1536
+    assert pl.KNOWN["Qwen/Qwen2.5-Math-1.5B"].params() == 151936 * 1536 + 28 * layer + 1536 == 1_543_714_304
+    # the tiny model as recipes.models builds it: its config.json, and torch's own count
+    folder = models.build_tiny(tmp_path / "tiny", seed=0, warm_start_steps=0)
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    real = sum(p.numel() for p in model.parameters())  # tied weights counted once
+    cfg = compose(["experiment=demo_cpu", f"actor_rollout_ref.model.path={folder}"])
+    assert pl.arch_of(cfg).params() == real == pl.KNOWN["tiny"].params()
+
+
+def test_memory_and_disk_of_the_prompt_aug_preset_by_hand():
+    p = 1_543_714_304
+    e = pl.estimate(compose(["experiment=prompt_aug_qwen2_5_math_1_5b"]))
+    rows = {what.split(" (")[0]: (roll, train) for what, roll, train in e.rows}
+    assert rows["actor parameters"] == pytest.approx((4 * p / 8 / GIB,) * 2)
+    assert rows["gradients"] == pytest.approx((0, 4 * p / 8 / GIB))
+    assert rows["Adam states"] == pytest.approx((8 * p / 8 / GIB,) * 2)
+    # vLLM's 0.6 of 79.6 GiB while generating, asleep during the update
+    assert rows["vLLM"] == pytest.approx((0.6 * 79.6, 0))
+    # the update's micro-batch: 16,384 tokens; logits in bf16 + 2 fp32 copies + the fp32 gradient
+    assert rows["logits"][1] == pytest.approx(16384 * 151936 * (2 + 8 + 4) / GIB)
+    # checkpointed layer inputs (28 x 1,536 bf16) + one layer recomputed with its gradients
+    assert rows["activations"][1] == pytest.approx(
+        16384 * (28 * 1536 * 2 + 2 * (4 * 1536 + 4 * 8960) * 2) / GIB
+    )
+    assert e.peak_gib == pytest.approx(max(rows["total"]))
+    # KV cache: (47.76 - 2.875 bf16 weights - 2) GiB over 2 x 28 layers x 2 KV heads x 128 x 2 bytes
+    kv = 0.6 * 79.6 - 2 * p / GIB - 2.0
+    assert f"holds {int(kv * GIB // (2 * 28 * 2 * 128 * 2 * 4096)):,} sequences of 4,096 tokens" in " ".join(
+        e.notes
+    )
+    # disk: 60 epochs x (8,523 // 128 = 66) = 3,960 steps, a save every 40: 99; 2 whole (12 bytes a
+    # parameter) + 99 HF (2 bytes)
+    assert (e.checkpoint_gb, e.hf_gb) == pytest.approx((12 * p / 1e9, 2 * p / 1e9))
+    assert e.run_disk_gb == pytest.approx((2 * 12 * p + 99 * 2 * p) / 1e9)
+    assert "3,960 steps, 99 saves (every 40)" in " ".join(e.notes)
+
+
+def test_offloading_and_retention_change_what_they_should():
+    base = ["experiment=cw_grpo_open_rs_7b"]
+    p = pl.KNOWN["Qwen/Qwen2.5-Math-7B-Instruct"].params()
+    e = pl.estimate(compose(base))
+    rows = {what.split(" (")[0]: (roll, train) for what, roll, train in e.rows}
+    # offloaded while vLLM generates, loaded back for the update
+    assert rows["actor parameters"] == pytest.approx((0, 4 * p / 4 / GIB))
+    assert rows["Adam states"] == pytest.approx((0, 8 * p / 4 / GIB))
+    kept = pl.estimate(compose([*base, "actor_rollout_ref.actor.fsdp_config.optimizer_offload=false"]))
+    assert kept.rows[-1][1] == pytest.approx(e.rows[-1][1] + 8 * p / 4 / GIB)
+    # every save whole (verl's default) against the GPU platform's 2 whole + HF weights: 4 saves
+    whole = pl.estimate(compose([*base, "recipes.checkpoints.keep_full=null"]))
+    assert whole.run_disk_gb == pytest.approx(4 * 12 * p / 1e9)
+    assert e.run_disk_gb == pytest.approx((2 * 12 * p + 4 * 2 * p) / 1e9)
+    assert pl.saves(100, 25) == 4 and pl.saves(101, 25) == 5 and pl.saves(10, 0) == 0
+
+
+def _plan(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "recipes.plan", *args], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_command_exits_3_when_it_does_not_fit_and_0_when_it_does():
+    # CW-GRPO with the authors' 12 responses a forward: 55k tokens of logits, over an 80 GB GPU
+    fixed = ["experiment=cw_grpo_open_rs", "actor_rollout_ref.actor.use_dynamic_bsz=false"]
+    fixed += ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=12"]
+    over = _plan(*fixed)
+    assert over.returncode == 3, over.stderr
+    assert "OVER: the peak" in over.stdout and LAST.match(over.stdout.splitlines()[-1]).group(5) == "no"
+    h200 = _plan(*fixed, "--gpu-gib", "139.8")  # fits an H200
+    assert h200.returncode == 0 and h200.stdout.splitlines()[-1].endswith("fits=yes")
+    disk = _plan("experiment=prompt_aug_qwen2_5_math_1_5b", "trainer.save_freq=20")  # 198 saves: 648 GB
+    assert disk.returncode == 3 and "OVER: the run writes 648 GB, more than 500 GB" in disk.stdout
+    bad = _plan("experiment=cw_grpo_open_rs", "trainer.save_freqq=3")
+    assert bad.returncode == 2 and bad.stderr.startswith("config error:")
+
+
+def test_every_preset_has_a_plan_and_the_defaults_fit():
+    for name in EXPERIMENTS:
+        e = pl.estimate(compose([f"experiment={name}"]))
+        line = pl.report(e).splitlines()[-1]
+        assert LAST.match(line), (name, line)
+        if "cpu" not in name:  # the GPU presets on 80 GB H100s and 500 GB of disk
+            assert e.fits and e.peak_gib <= 79.6 and e.run_disk_gb <= 500, (name, line)
