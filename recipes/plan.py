@@ -46,6 +46,12 @@ CUDA_CONTEXT_GIB = 1.0  # CUDA context, NCCL and allocator buffers per process (
 # The CPU platform's processes (Ray, vLLM's engine, the workers) and their libraries: the tiny
 # demo's peak summed RSS, whose tensors are a few MB (README, `make demo`)
 CPU_PROCESSES_GIB = 6.0
+# Time, a first-order model until a GPU run calibrates it (docs/running.md#memory-and-disk-plan):
+# decoding reads the bf16 weights and every running sequence's KV cache once per generated token,
+# at this share of an H100's 3.35 TB/s; training runs at this share of its 989 TFLOPS dense bf16.
+HBM_BYTES_S, HBM_SHARE = 3.35e12, 0.5
+BF16_FLOPS, MFU = 989e12, 0.35
+MEAN_LENGTH = 0.5  # responses and prompts at half their limits (an assumption, said on the line)
 VLLM_OVERHEAD_GIB = 2.0  # vLLM's activations and CUDA graphs inside its share (estimate)
 # bytes per token per vocabulary entry in the logits pass, beside the logits in the compute dtype:
 # their fp32 log-softmax and the entropy's fp32 probabilities; a backward adds the fp32 gradient
@@ -190,6 +196,8 @@ class Estimate:
     run_disk_gb: float
     disk_limit_gb: float
     header: str
+    step_s: float | None = None  # the time model's seconds a step (GPU platform only)
+    steps: int = 0
 
     @property
     def fits(self) -> bool:
@@ -316,11 +324,35 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_G
         f"weights; {steps:,} steps, {n_saves} saves (every {_get(cfg, 'trainer.save_freq')}): {rule} "
         f"= {disk / GB:.0f} GB"
     )
+    step_s = None
+    if not cpu:
+        from recipes import on_policy
+
+        # decoding: one token for each of `batch` running sequences per read of weights + KV cache
+        batch = max(min(fit_seqs, asked), 1)
+        ctx = MEAN_LENGTH * seq
+        per_token_s = (2 * p / tp + batch * ctx * kv_token) / (HBM_BYTES_S * HBM_SHARE * tp)
+        generated = int(_get(cfg, "data.train_batch_size")) * int(_get(cfg, f"{rollout}.n"))
+        max_response = int(_get(cfg, "data.max_response_length"))
+        throughput_s = generated * MEAN_LENGTH * max_response * per_token_s / batch / replicas
+        gen_s = max(throughput_s, max_response * per_token_s)  # the longest response ends the rollout
+        # training: update 8PT (forward, recomputed forward, backward), + 2PT per extra forward pass
+        tokens = generated * MEAN_LENGTH * seq
+        passes = 8 + (2 if kl else 0) + (0 if on_policy.active(cfg) else 2)
+        train_s = passes * p * tokens / (BF16_FLOPS * MFU * world)
+        step_s = gen_s + train_s
+        notes.append(
+            f"time (uncalibrated model): ~{step_s:.0f} s a step = generation ~{gen_s:.0f} s + training "
+            f"~{train_s:.0f} s, for prompts and responses at half their limits; {steps:,} steps "
+            f"~{steps * step_s / 3600:.0f} h (docs/running.md#memory-and-disk-plan)"
+        )
     header = (
         f"plan: {_get(cfg, 'actor_rollout_ref.model.path')} ({p / 1e9:.2f}B parameters), "
         f"{world} GPU(s) ({_get(cfg, 'trainer.nnodes')} node(s)), {device}"
     )
-    return Estimate(rows, notes, peak, device_gib, full / GB, hf / GB, disk / GB, disk_gb, header)
+    return Estimate(
+        rows, notes, peak, device_gib, full / GB, hf / GB, disk / GB, disk_gb, header, step_s, steps
+    )
 
 
 def report(e: Estimate) -> str:

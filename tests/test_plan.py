@@ -124,3 +124,17 @@ def test_every_preset_has_a_plan_and_the_defaults_fit():
         assert LAST.match(line), (name, line)
         if "cpu" not in name:  # the GPU presets on 80 GB H100s and 500 GB of disk
             assert e.fits and e.peak_gib <= 79.6 and e.run_disk_gb <= 500, (name, line)
+
+
+def test_the_time_model_by_hand():
+    """cw_grpo_open_rs: 16 questions x 12 responses on 4 GPUs (4 vLLM replicas), 4,608 tokens."""
+    p = pl.KNOWN["deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"].params()
+    e = pl.estimate(compose(["experiment=cw_grpo_open_rs"]))
+    kv_token = 2 * 28 * 2 * 128 * 2  # K and V, 28 layers, 2 KV heads of 128, bf16
+    running = 48  # 192 responses / 4 replicas, all of which fit the KV cache at once
+    per_token = (2 * p + running * 2304 * kv_token) / (3.35e12 * 0.5)  # weights + KV read each token
+    generation = max(192 * 2048 * per_token / running / 4, 4096 * per_token)
+    # the update (8PT) and the reference pass (2PT); one mini-batch a step: no old-log-prob pass
+    training = 10 * p * (192 * 2304) / (989e12 * 0.35 * 4)
+    assert e.step_s == pytest.approx(generation + training)
+    assert e.steps == 100
