@@ -21,6 +21,11 @@ exists. An incomplete one raises `IncompleteCheckpoint` naming what is missing, 
 whose files the merger cannot read (a truncated shard or config.json); the command reports it,
 converts nothing for it, and goes on with the other steps (exit status 1); a rerun tries it again.
 
+Safe loading: checkpoints live on shared filesystems, and verl's merger unpickles shards with
+`torch.load(weights_only=False)`, which would run any code a planted pickle names. The merger runs
+under `tensors_only()`, which makes every load weights-only: a shard that is not tensors (or
+DTensors, in plain containers) is refused in one line naming the file, and nothing in it runs.
+
 Hardware: CPU only. The merger holds the model's shards and a bf16 copy in memory at once. Measured:
 about 9 s per tiny-model checkpoint on 2 cores, almost all of it importing verl and torch. Not
 measured here (no such checkpoint on this machine): the time and memory for a 1.5B model.
@@ -46,6 +51,37 @@ from recipes.checkpoints import STAMP, STEP_RE, default_hf_root, find_steps, is_
 
 class IncompleteCheckpoint(RuntimeError):
     """A checkpoint folder that is missing files the merger needs, or has unreadable ones."""
+
+
+class UnsafeCheckpoint(IncompleteCheckpoint):
+    """A shard that is not plain tensors: unpickling it could run code, so it is not loaded."""
+
+
+@contextlib.contextmanager
+def tensors_only():
+    """verl's merger loads shards with `torch.load(..., weights_only=False)`, which runs whatever
+    code a pickle names. Inside this block every `torch.load` is `weights_only=True`: tensors,
+    DTensors and plain containers load; anything else is refused, naming the file, and not run."""
+    import torch
+    import torch.distributed.tensor  # noqa: F401 - registers DTensor with the weights-only loader
+
+    real = torch.load
+
+    def load(f, *args, **kwargs):
+        kwargs["weights_only"] = True
+        try:
+            return real(f, *args, **kwargs)
+        except pickle.UnpicklingError as e:
+            said = " ".join(str(e).split())[:160]
+            raise UnsafeCheckpoint(
+                f"{f}: refused, it is not plain tensors and loading it could run code ({said})"
+            ) from None
+
+    torch.load = load
+    try:
+        yield
+    finally:
+        torch.load = real
 
 
 def select_steps(
@@ -108,7 +144,8 @@ def _merge(actor: Path, target: Path, trust_remote_code: bool) -> None:
         trust_remote_code=trust_remote_code,
     )
     merger = FSDPModelMerger(config)
-    with contextlib.redirect_stdout(sys.stderr):  # its progress lines are logs, not our output
+    # its progress lines are logs, not our output; its shard loads, tensors only
+    with contextlib.redirect_stdout(sys.stderr), tensors_only():
         merger.merge_and_save()
     merger.cleanup()
 
@@ -137,6 +174,8 @@ def convert(
     try:
         try:
             _merge(actor, tmp, trust_remote_code)
+        except UnsafeCheckpoint:
+            raise
         except (RuntimeError, OSError, EOFError, ValueError, pickle.UnpicklingError) as e:
             # a truncated shard or config.json: refuse this step by name, keep the others going
             reason = (str(e).strip().splitlines() or [""])[0][:200]

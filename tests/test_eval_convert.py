@@ -250,3 +250,44 @@ def test_the_setting_is_checked_before_ray():
     with pytest.raises(ConfigError, match=r"trainer.max_actor_ckpt_to_keep=3 deletes old checkpoints whole"):
         ck.check(compose(["experiment=prompt_aug_qwen2_5_math_1_5b", "trainer.max_actor_ckpt_to_keep=3"]))
     ck.check(compose(["experiment=demo_cpu", "trainer.max_actor_ckpt_to_keep=3"]))  # null: verl's rule alone
+
+
+# ---------------------------------------------------------------- a planted pickle is not run
+class _Planted:
+    """Unpickling this calls os.system: what an attacker would put in a shard."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_shard_that_would_run_code_is_refused_by_name_and_not_run(tiny, tmp_path):
+    root = tmp_path / "checkpoints"
+    write_checkpoint(tiny, root / "global_step_1")
+    write_checkpoint(tiny, root / "global_step_2")
+    marker = tmp_path / "pwned"
+    shard = root / "global_step_1" / "actor" / "model_world_size_1_rank_0.pt"
+    torch.save({"model.embed_tokens.weight": _Planted(marker)}, shard)
+    proc = subprocess.run(
+        [sys.executable, "-m", "eval.convert", str(root)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert not marker.exists(), "the planted pickle ran"
+    assert proc.returncode == 1
+    refused = [ln for ln in proc.stderr.splitlines() if ln.startswith("[convert] step 1: skipped:")]
+    assert len(refused) == 1 and f"{shard}: refused, it is not plain tensors" in refused[0], proc.stderr
+    # the other step converts: plain tensors load as they did
+    assert (
+        cv.is_converted(tmp_path / "hf" / "global_step_2")
+        and not (tmp_path / "hf" / "global_step_1").exists()
+    )
+    # the same shard under plain torch.load(weights_only=False) would have run it
+    torch.load(shard, weights_only=False)
+    assert marker.exists()
