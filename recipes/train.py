@@ -702,8 +702,9 @@ docs: README.md, docs/running.md, docs/methods.md, docs/settings.md"""
 def check_only(args: list[str]) -> None:
     """`python -m recipes.train --check ARGS`: the checks a launch makes before Ray starts, and
     nothing else (scripts/slurm/train.sbatch runs it before `ray start`). Prints one line,
-    `preflight: ok platform=P offline=0|1` (offline=1: the model is a local folder, so the Hub is
-    not needed), or `config error: ...` and exits 2."""
+    `preflight: ok platform=P offline=0|1 done=0|1` (offline=1: the model is a local folder, so the
+    Hub is not needed; done=1: the run has already reached its step count, so no cluster is
+    needed), or `config error: ...` and exits 2."""
     check_overrides(args)
     try:
         with held(enabled=True, expected=(ConfigError,)):
@@ -715,7 +716,11 @@ def check_only(args: list[str]) -> None:
     for note in notes:
         print(note, flush=True)
     local = Path(str(_get(cfg, "actor_rollout_ref.model.path"))).expanduser().is_dir()
-    print(f"preflight: ok platform={_get(cfg, 'recipes.platform')} offline={int(local)}", flush=True)
+    done = finished_step(cfg) is not None
+    print(
+        f"preflight: ok platform={_get(cfg, 'recipes.platform')} offline={int(local)} done={int(done)}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

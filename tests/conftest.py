@@ -1,6 +1,8 @@
 """Shared fixtures. Tests run with `--import-mode=importlib` (see pyproject): verl's wheel ships
 top-level `tests`/`scripts` packages, so nothing here is imported under those names."""
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
@@ -69,13 +71,38 @@ def shm_not_ours():
     return not_ours
 
 
+@contextlib.contextmanager
+def heavy(cache: Path):
+    """One memory-heavy phase at a time across `make test`'s workers (a lock file in the shared
+    cache): two training launches side by side, or a two-node Slurm job, each ~10 GB at its peak;
+    two of them at once come near this 24 GB machine's memory, where Ray kills workers."""
+    with open(cache / ".heavy.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def heavy_phase(recipes_cache):
+    """`heavy`, for a module that starts heavy phases of its own (tests/test_slurm_cluster.py)."""
+    return lambda: heavy(recipes_cache)
+
+
 def train_together(cache: Path, runs: list[tuple]) -> list[subprocess.CompletedProcess]:
     """`python -m recipes.train experiment=demo_cpu` once per `(out, method, steps, *overrides)`
     of `runs`, all at the same time, each with a checkpoint (incl. verl's HF weights) and a rollout
     dump every step; fails the test if a run fails or they leave anything behind. A launch keeps
     about one of two cores busy (its processes start one after another), so two side by side take
     little longer than one. Started the same second, their weight syncs fall together: two runs
-    once met on one sync socket and hung (recipes/weight_sync.py)."""
+    once met on one sync socket and hung (recipes/weight_sync.py). Two or more at once are a heavy
+    phase (`heavy`)."""
+    with heavy(cache) if len(runs) > 1 else contextlib.nullcontext():
+        return _launch_together(cache, runs)
+
+
+def _launch_together(cache: Path, runs: list[tuple]) -> list[subprocess.CompletedProcess]:
     env = {**os.environ, "RECIPES_CACHE": str(cache), "RAY_DEDUP_LOGS": "0"}
     before = litter()
     procs, logs = [], []
@@ -242,17 +269,19 @@ SLOW_FIXTURES = {"tiny_model", "smollm2_model", "e2e", "tiny", "tiny_dir", "fres
 
 # The modules whose tests train (the `e2e` fixture): their launches share the reference run.
 TRAINING_MODULES = ("test_eval_e2e.py", "test_learning_bench.py", "test_train_e2e.py")
+SLURM_MODULE = "test_slurm_cluster.py"
 
 
 def pytest_collection_modifyitems(items):
-    """Marks `slow` what uses a slow fixture; puts the training modules first."""
+    """Marks `slow` what uses a slow fixture; puts the training modules first, then the Slurm
+    cluster module (its jobs are long: on the other worker, they run beside the training)."""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if SLOW_FIXTURES & names:
             item.add_marker(pytest.mark.slow)
         if "e2e" in names and item.path.name not in TRAINING_MODULES:
             raise pytest.UsageError(f"{item.path.name} trains (the e2e fixture): add it to TRAINING_MODULES")
-    items.sort(key=lambda item: item.path.name not in TRAINING_MODULES)
+    items.sort(key=lambda item: (item.path.name not in TRAINING_MODULES, item.path.name != SLURM_MODULE))
 
 
 def pytest_xdist_make_scheduler(config, log):

@@ -331,7 +331,7 @@ if [[ $1 == -c ]]; then  # the cluster probe: "<nodes> <gpus>"
     exit 0
 fi
 if [[ $3 == --check ]]; then  # the preflight
-    echo "preflight: ok platform=gpu offline=0"
+    echo "preflight: ok platform=gpu offline=0 done=${FAKE_DONE:-0}"
     exit 0
 fi
 if [[ $2 == recipes.gpu_platform ]]; then  # the driver check, once per node
@@ -439,6 +439,21 @@ def test_real_path_checks_every_nodes_driver_before_ray_starts(fake):
     )
     assert proc.returncode == 2 and "config error: NVIDIA driver 570.1 is too old" in proc.stderr
     assert not [line for line in _log(tmp_path) if line.startswith("ray ")]
+
+
+def test_real_path_a_finished_run_starts_no_ray_cluster(fake):
+    tmp_path, env = fake
+    env.update(FAKE_PROBE="2 16", FAKE_DONE="1")
+    proc = subprocess.run(
+        ["bash", str(SBATCH), "experiment=foo"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "the run is complete: no Ray cluster started" in proc.stderr + proc.stdout
+    log = _log(tmp_path)
+    assert not [line for line in log if line.startswith(("ray ", "srun "))], log
+    # recipes.train itself, without --check, says `done: already trained ...`
+    args = (tmp_path / "train_args").read_text().split("\0")[:-1]
+    assert args == ["-m", "recipes.train", "experiment=foo", "trainer.nnodes=2"]
 
 
 def test_real_path_ray_auth_can_be_given_or_disabled(fake):

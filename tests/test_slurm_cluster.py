@@ -172,19 +172,22 @@ def train_args(out: Path, steps: int) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def run(cluster, shm_not_ours):
+def run(cluster, shm_not_ours, heavy_phase):
     """The two-node run, trained to step 2 (the first test of its life)."""
     out = cluster["dir"] / "run"
     before = shm_files()
-    job = submit(cluster, "train.sbatch", *train_args(out, 2), sbatch=("--nodes=2", *CPU_JOB), name="train")
-    log = wait_done(cluster, job, 900, "train")
+    with heavy_phase():  # not beside two training launches of the other worker (tests/conftest.py)
+        job = submit(
+            cluster, "train.sbatch", *train_args(out, 2), sbatch=("--nodes=2", *CPU_JOB), name="train"
+        )
+        log = wait_done(cluster, job, 900, "train")
     return {"out": out, "job": job, "log": log, "shm_before": before}
 
 
 def test_two_node_job_trains_with_a_ray_node_on_each(cluster, run, shm_not_ours):
     log, out, job = run["log"], run["out"], run["job"]
     assert exit_status(cluster, job) == 0, log[-4000:]
-    assert "preflight: ok platform=cpu offline=1" in log
+    assert "preflight: ok platform=cpu offline=1 done=0" in log
     assert re.search(r"nodelist=node1 ray start --head", log) and re.search(
         r"nodelist=node2 ray start --address=127\.0\.0\.1:", log
     )
@@ -214,26 +217,39 @@ def test_resubmitting_a_finished_run_says_it_is_done(cluster, run):
     log = wait_done(cluster, job, 300, "again")
     assert exit_status(cluster, job) == 0, log[-3000:]
     assert "done: already trained to step 2" in log
+    # found in the preflight: no Ray node is started for a run with nothing to do
+    assert "preflight: ok platform=cpu offline=1 done=1" in log and "no Ray cluster started" in log
+    assert "ray start" not in log
 
 
-def test_scancel_mid_step_ends_every_process_and_the_resubmission_resumes(cluster, run, shm_not_ours):
+def test_scancel_mid_step_ends_every_process_and_the_resubmission_resumes(
+    cluster, run, shm_not_ours, heavy_phase
+):
     out = run["out"]
     before = shm_files()
-    job = submit(cluster, "train.sbatch", *train_args(out, 4), sbatch=("--nodes=2", *CPU_JOB), name="cancel")
     tracker = out / "checkpoints" / "latest_checkpointed_iteration.txt"
-    deadline = time.monotonic() + 900
-    while tracker.read_text().strip() != "3":
-        assert in_queue(cluster, job) and time.monotonic() < deadline, log_of(cluster, job, "cancel")[-4000:]
-        time.sleep(1)
-    subprocess.run(["scancel", job], env=cluster["env"], check=True, timeout=30)
-    cancelled = time.monotonic()
-    log = wait_done(cluster, job, 120, "cancel")
+    with heavy_phase():
+        job = submit(
+            cluster, "train.sbatch", *train_args(out, 4), sbatch=("--nodes=2", *CPU_JOB), name="cancel"
+        )
+        deadline = time.monotonic() + 900
+        while tracker.read_text().strip() != "3":
+            assert in_queue(cluster, job) and time.monotonic() < deadline, log_of(cluster, job, "cancel")[
+                -4000:
+            ]
+            time.sleep(1)
+        subprocess.run(["scancel", job], env=cluster["env"], check=True, timeout=30)
+        cancelled = time.monotonic()
+        log = wait_done(cluster, job, 120, "cancel")
     assert time.monotonic() - cancelled < 40, "the job outlived Slurm's kill wait (30 s)"
     assert "received SIGTERM" in log and "[sweep_job" in log, log[-3000:]
     assert_nothing_left(job, before, shm_not_ours)
 
-    job = submit(cluster, "train.sbatch", *train_args(out, 4), sbatch=("--nodes=2", *CPU_JOB), name="resume")
-    log = wait_done(cluster, job, 900, "resume")
+    with heavy_phase():
+        job = submit(
+            cluster, "train.sbatch", *train_args(out, 4), sbatch=("--nodes=2", *CPU_JOB), name="resume"
+        )
+        log = wait_done(cluster, job, 900, "resume")
     assert exit_status(cluster, job) == 0, log[-4000:]
     assert tracker.read_text().strip() == "4"
     # the resubmission loaded checkpoint 3 and trained step 4 only (a scancel between a step's
