@@ -124,6 +124,12 @@ def test_every_preset_has_a_plan_and_the_defaults_fit():
         assert LAST.match(line), (name, line)
         if "cpu" not in name:  # the GPU presets on 80 GB H100s and 500 GB of disk
             assert e.fits and e.peak_gib <= 79.6 and e.run_disk_gb <= 500, (name, line)
+            # and each says so in its own file, as the plan computes it today
+            stated = (
+                f"# Plan (python -m recipes.plan): peak {e.peak_gib:.1f} GiB per GPU, "
+                f"{e.run_disk_gb:.0f} GB of disk for the default run.\n"
+            )
+            assert stated in (REPO / "configs" / "experiment" / f"{name}.yaml").read_text(), name
 
 
 def test_the_time_model_by_hand():
