@@ -72,9 +72,12 @@ def tensors_only():
         try:
             return real(f, *args, **kwargs)
         except pickle.UnpicklingError as e:
-            said = " ".join(str(e).split())[:160]
+            text = " ".join(str(e).split())
+            at = text.find("GLOBAL")  # a name the weights-only loader refused to import or call
+            if at < 0:  # a cut-short or foreign file (refused all the same), reported as unreadable
+                raise
             raise UnsafeCheckpoint(
-                f"{f}: refused, it is not plain tensors and loading it could run code ({said})"
+                f"{f}: refused, it is not plain tensors and loading it could run code ({text[at:][:160]})"
             ) from None
 
     torch.load = load

@@ -84,6 +84,17 @@ first rule it breaks is its rejection reason:
   changed or renamed expression (`$x^2$` -> `$y^2$`) does not.
 - `length`: the rephrasing is shorter than 0.5x or longer than 3.0x the original (characters,
   stripped), or longer than 4,000 characters.
+(`states_answer`, after `copy`: a `\\boxed`, "hint", or "answer/solution/result is|=|:" the
+original does not have; `changed_sign`, after `missing_number`: more or fewer numbers carrying
+their own minus sign than the original.)
+
+Verification (`--verify K`, default 3; 0 turns it off): a candidate that passes the text rules is
+solved K times by the same endpoint (one request, `n=K`, SOLVE_PROMPT, `--verify-max-tokens`) and
+kept only when more than K/2 of the solutions are graded equal to the row's ground truth by the
+project's grader (lenient rule); otherwise it is rejected as `wrong_answer`. Text rules cannot
+see "Compute 6 - 2 + 1." for "What is 6 - 2?"; solving it can. The ground truth, K and
+VERIFY_VERSION join the cache key; records keep each verdict (`verified`) and the requests and
+tokens verification cost.
 A candidate that was asked for but not delivered (fewer blocks than asked, or none) counts as
 `unparsed`. Rejected and unparsed ones are asked for again in the next round (only the missing
 count), up to `--max-rounds` rounds per question.
@@ -161,8 +172,26 @@ Write 3 rephrasings.
 <rephrasing>How much change, in dollars, does Maria receive if she pays for 3 notebooks priced at \$2.50 each and 2 pens priced at \$1.25 each with a \$20 bill?</rephrasing>"""
 """The fixed part of the user message (rules and worked examples); `user_message` adds the task."""
 
-REASONS = ("empty", "copy", "missing_number", "changed_operator", "missing_math", "length")
+REASONS = (
+    "empty",
+    "copy",
+    "states_answer",
+    "missing_number",
+    "changed_sign",
+    "changed_operator",
+    "missing_math",
+    "length",
+)
 """Rejection reasons of `check_rephrasing`, in the order the rules are checked."""
+WRONG_ANSWER = "wrong_answer"
+"""Rejected by verification: the endpoint's majority answer to the rephrasing is not the ground truth."""
+VERIFY_VERSION = "solve-v1"
+"""Part of the cache key when verifying: bump it whenever SOLVE_PROMPT changes."""
+SOLVE_PROMPT = (
+    "Solve the following math problem. Reason step by step, then write the final answer as "
+    "\\boxed{{ANSWER}}.\n\nProblem: {problem}"
+)
+"""The user message that asks the endpoint to solve a candidate rephrasing (`--verify K`)."""
 UNPARSED = "unparsed"
 """Asked for but not delivered: the answer had fewer `<rephrasing>` blocks than asked."""
 
@@ -238,6 +267,17 @@ def numbers(text: str) -> Counter:
     leading zeros normalized)."""
     text = text.replace("{,}", ",").replace(",\\!", ",")
     return Counter(_canonical_number(m.group()) for m in _NUMBER.finditer(text))
+
+
+# a statement of the answer or a hint; not a problem's own "express your answer as ..."
+_STATES = re.compile(r"\\boxed|\bhint\b|\b(?:answer|solution|result)\s*(?:is|=|:)", re.IGNORECASE)
+# a minus sign written onto a number: "-6", "(-2)", "$-3$", "= -1"; not the binary minus of "6 - 2"
+_SIGNED = re.compile(r"(?:^|(?<=[\s(\[{,=:;$]))[-−](?=\.?\d)")
+
+
+def signed_numbers(text: str) -> int:
+    """How many numbers of `text` carry a minus sign of their own."""
+    return len(_SIGNED.findall(text))
 
 
 _OPERATOR = re.compile(r"(?<=[\d)])\s*([-+*/^×÷−])\s*(?=[\d(])")
@@ -322,8 +362,12 @@ def check_rephrasing(original: str, candidate: Any, accepted: Iterable[str] = ()
     norm = _norm_text(cand)
     if norm == _norm_text(orig) or any(norm == _norm_text(a) for a in accepted):
         return "copy"
+    if _STATES.search(cand) and not _STATES.search(orig):
+        return "states_answer"
     if numbers(orig) - numbers(cand):
         return "missing_number"
+    if signed_numbers(cand) != signed_numbers(orig):
+        return "changed_sign"
     if operators(orig) - operators(cand):
         return "changed_operator"
     text = _norm_math(_DELIMS.sub("", cand))
@@ -345,9 +389,13 @@ def fill(original: str, accepted: Sequence[str], n: int) -> list[str]:
 # The cache
 
 
-def cache_key(question: str, model: str, n: int) -> str:
-    """SHA-256 of (question text, model, N, INSTRUCTION_VERSION)."""
-    payload = json.dumps([question, model, n, INSTRUCTION_VERSION], ensure_ascii=False)
+def cache_key(question: str, model: str, n: int, verify: int = 0, answer: str = "") -> str:
+    """SHA-256 of (question text, model, N, INSTRUCTION_VERSION), plus (K, VERIFY_VERSION, the
+    ground truth) when the rephrasings are verified with K samples (`--verify K`)."""
+    parts: list = [question, model, n, INSTRUCTION_VERSION]
+    if verify:
+        parts += [verify, VERIFY_VERSION, answer]
+    payload = json.dumps(parts, ensure_ascii=False)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -430,6 +478,7 @@ class Client:
     stall_s: float | None = None  # None: 3 x timeout_s
     requests: int = 0
     retries: int = 0
+    verify_max_tokens: int = 2048  # per solution of a candidate (`--verify K`)
     _sdk: Any = field(default=None, repr=False)
     _sem: asyncio.Semaphore | None = field(default=None, repr=False)
     _last_answer: float = field(default=0.0, repr=False)
@@ -481,6 +530,16 @@ class Client:
     async def complete(self, content: str) -> tuple[str, int, int]:
         """The answer's text for one user message, with (HTTP requests, retries) spent on it. A 200
         whose body is not a chat completion gives "" (the round finds no rephrasing)."""
+        texts, reqs, retries, _ = await self._chat(content, 1, self.max_tokens)
+        return texts[0], reqs, retries
+
+    async def solve(self, problem: str, k: int) -> tuple[list[str], int, int, int]:
+        """`k` sampled solutions of `problem` (SOLVE_PROMPT; one request, `n=k`), with (HTTP
+        requests, retries, tokens as the endpoint reports them); missing choices come back as ""."""
+        return await self._chat(SOLVE_PROMPT.format(problem=problem), k, self.verify_max_tokens)
+
+    async def _chat(self, content: str, n: int, max_tokens: int | None) -> tuple[list[str], int, int, int]:
+        """`n` answers' texts to one user message, (HTTP requests, retries), tokens used."""
         import openai
 
         kwargs: dict[str, Any] = {
@@ -488,8 +547,10 @@ class Client:
             "messages": [{"role": "user", "content": content}],
             "temperature": self.temperature,
         }
-        if self.max_tokens is not None:
-            kwargs["max_tokens"] = self.max_tokens
+        if n > 1:
+            kwargs["n"] = n
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
         async with self._sem:
             try:
                 raw = await self._sdk.chat.completions.with_raw_response.create(**kwargs)
@@ -513,11 +574,15 @@ class Client:
         retries = raw.retries_taken
         self.requests += 1 + retries
         self.retries += retries
+        texts, tokens = [], 0
         try:
-            text = raw.parse().choices[0].message.content
+            parsed = raw.parse()
+            texts = [c.message.content for c in parsed.choices]
+            tokens = int(getattr(parsed.usage, "total_tokens", 0) or 0)
         except (ValueError, AttributeError, IndexError, TypeError, openai.APIResponseValidationError):
-            text = None
-        return (text if isinstance(text, str) else ""), 1 + retries, retries
+            pass
+        texts = [t if isinstance(t, str) else "" for t in texts[:n]]
+        return texts + [""] * (n - len(texts)), 1 + retries, retries, tokens
 
 
 def _retryable(status: int) -> bool:
@@ -540,55 +605,102 @@ def _new_record(key: str, question: str, model: str, n: int) -> dict:
         "complete": False,
         "rounds": 0,
         "requested": 0,
-        "rejected": dict.fromkeys((*REASONS, UNPARSED), 0),
+        "rejected": dict.fromkeys((*REASONS, WRONG_ANSWER, UNPARSED), 0),
         "http_requests": 0,
         "retries": 0,
+        "verified": [],  # per candidate solved: {"text", "correct", "of"}
+        "verify_requests": 0,  # of http_requests, those that solved candidates
+        "verify_tokens": 0,  # their prompt + completion tokens, as the endpoint reports them
     }
 
 
-async def rephrase_question(client: Client, key: str, question: str, n: int, max_rounds: int) -> dict:
-    """Ask for the rephrasings of one question, round after round; returns its cache record."""
+async def verify(client: Client, grader, candidate: str, answer: str, k: int) -> tuple[int, int, int, int]:
+    """(correct, HTTP requests, retries, tokens): how many of `k` solutions of `candidate` the
+    project's grader (lenient rule) finds equal to `answer`."""
+    texts, reqs, retries, tokens = await client.solve(candidate, k)
+    results = await asyncio.gather(*(asyncio.wrap_future(grader.submit(t, answer)) for t in texts))
+    return sum(r["acc"] > 0 for r in results), reqs, retries, tokens
+
+
+async def rephrase_question(
+    client: Client,
+    key: str,
+    question: str,
+    n: int,
+    max_rounds: int,
+    answer: str = "",
+    k: int = 0,
+    grader=None,
+) -> dict:
+    """Ask for the rephrasings of one question, round after round; returns its cache record.
+    With `k` (> 0), a candidate that passes the text checks is kept only when more than half of
+    `k` solutions of it by the endpoint are graded equal to `answer` (WRONG_ANSWER otherwise)."""
     rec = _new_record(key, question, client.model, n)
     accepted: list[str] = rec["rephrasings"]
     for _ in range(max_rounds):
-        k = n - len(accepted)
-        if k <= 0:
+        k_round = n - len(accepted)
+        if k_round <= 0:
             break
-        text, reqs, retries = await client.complete(user_message(question, k, accepted))
+        text, reqs, retries = await client.complete(user_message(question, k_round, accepted))
         rec["rounds"] += 1
-        rec["requested"] += k
+        rec["requested"] += k_round
         rec["http_requests"] += reqs
         rec["retries"] += retries
-        blocks = parse_rephrasings(text)[:k]
-        rec["rejected"][UNPARSED] += k - len(blocks)
+        blocks = parse_rephrasings(text)[:k_round]
+        rec["rejected"][UNPARSED] += k_round - len(blocks)
+        passed = []
         for cand in blocks:
-            reason = check_rephrasing(question, cand, accepted)
+            reason = check_rephrasing(question, cand, [*accepted, *passed])
             if reason is None:
-                accepted.append(cand.strip())
+                passed.append(cand.strip())
             else:
                 rec["rejected"][reason] += 1
+        if k and passed:
+            checks = await asyncio.gather(*(verify(client, grader, c, answer, k) for c in passed))
+            for cand, (correct, reqs, retries, tokens) in zip(passed, checks, strict=True):
+                rec["http_requests"] += reqs
+                rec["retries"] += retries
+                rec["verify_requests"] += reqs
+                rec["verify_tokens"] += tokens
+                rec["verified"].append({"text": cand, "correct": correct, "of": k})
+                if 2 * correct <= k:
+                    rec["rejected"][WRONG_ANSWER] += 1
+            passed = [c for c, (correct, *_) in zip(passed, checks, strict=True) if 2 * correct > k]
+        accepted.extend(passed)
     rec["complete"] = len(accepted) >= n
     return rec
 
 
 async def run_requests(
-    client: Client, todo: Mapping[str, str], n: int, max_rounds: int, cache: CacheWriter, done: dict
+    client: Client,
+    todo: Mapping[str, tuple[str, str]],
+    n: int,
+    max_rounds: int,
+    cache: CacheWriter,
+    done: dict,
+    verify_k: int = 0,
 ) -> None:
-    """Rephrase every question of `todo` (key -> question), appending each finished one to the
-    cache and to `done`. The first RunError cancels everything still in flight and propagates."""
+    """Rephrase every question of `todo` (key -> (question, ground truth)), appending each
+    finished one to the cache and to `done`; with `verify_k`, verify each candidate (rephrase_question).
+    The first RunError cancels everything still in flight and propagates."""
     from tqdm import tqdm
 
+    grader = None
+    if verify_k:
+        from rewards.grader import Grader
+
+        grader = Grader()
     async with client:
         await client.probe()
         with tqdm(total=len(todo), desc="rephrasing", unit="question", file=sys.stderr) as bar:
 
-            async def one(key: str, question: str) -> None:
-                rec = await rephrase_question(client, key, question, n, max_rounds)
+            async def one(key: str, question: str, answer: str) -> None:
+                rec = await rephrase_question(client, key, question, n, max_rounds, answer, verify_k, grader)
                 cache.append(rec)
                 done[key] = rec
                 bar.update(1)
 
-            tasks = [asyncio.create_task(one(k, q)) for k, q in todo.items()]
+            tasks = [asyncio.create_task(one(k, q, a)) for k, (q, a) in todo.items()]
             watchdog = asyncio.create_task(client.watchdog())
             try:
                 for fut in asyncio.as_completed([*tasks, watchdog]):
@@ -599,6 +711,8 @@ async def run_requests(
                 for t in [*tasks, watchdog]:
                     t.cancel()
                 await asyncio.gather(*tasks, watchdog, return_exceptions=True)
+                if grader is not None:
+                    grader.close()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -621,7 +735,10 @@ def summarize(rows: Sequence[Mapping], records: Mapping[str, dict], keys: Sequen
         "requested": requested,
         "accepted": accepted,
         "acceptance_rate": round(accepted / requested, 4) if requested else None,
-        "rejected": {r: rejected.get(r, 0) for r in (*REASONS, UNPARSED)},
+        "rejected": {r: rejected.get(r, 0) for r in (*REASONS, WRONG_ANSWER, UNPARSED)},
+        "verified": sum(len(r.get("verified", [])) for r in recs),
+        "verify_requests": sum(r.get("verify_requests", 0) for r in recs),
+        "verify_tokens": sum(r.get("verify_tokens", 0) for r in recs),
         "filled_questions": sum(len(r["rephrasings"]) < n for r in recs),
         "filled_rows": filled_rows,
         "http_requests": sum(r.get("http_requests", 0) for r in recs),
@@ -646,6 +763,11 @@ def format_summary(s: Mapping, n: int, max_rounds: int, this_run: Mapping) -> st
         )
     else:
         lines.append("filled: 0 questions")
+    if s["verified"]:
+        lines.append(
+            f"verification: {s['verified']} candidate(s) solved by the endpoint, {s['rejected'][WRONG_ANSWER]} "
+            f"rejected as {WRONG_ANSWER}; cost {s['verify_requests']} requests, {s['verify_tokens']} tokens"
+        )
     lines.append(f"requests: {s['http_requests']}, retries: {s['retries']}")
     lines.append(
         f"this run: asked {this_run['asked']} question(s) ({this_run['cached']} from the cache), "
@@ -728,6 +850,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="T",
         help="longest answer per request, in tokens (default: the endpoint's own limit)",
     )
+    p.add_argument(
+        "--verify",
+        type=_positive(int, 0),
+        default=3,
+        metavar="K",
+        help="keep a rephrasing only when more than half of K solutions of it by the same endpoint are "
+        "graded equal to the row's answer (%(default)s; 0: text checks only)",
+    )
+    p.add_argument(
+        "--verify-max-tokens",
+        type=_positive(int, 1),
+        default=2048,
+        metavar="T",
+        help="longest solution when verifying, in tokens (%(default)s)",
+    )
     p.add_argument("--cache", metavar="PATH", help="JSONL cache (default OUT.parquet.cache.jsonl)")
     p.add_argument(
         "--stall-s",
@@ -786,10 +923,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"note: ${args.api_key_env} is not set; sending requests without a real API key", file=sys.stderr
         )
 
-    keys = [cache_key(r["extra_info"]["question"], args.model, args.n) for r in rows]
+    answers = [r["reward_model"]["ground_truth"] for r in rows]
+    keys = [
+        cache_key(r["extra_info"]["question"], args.model, args.n, args.verify, a)
+        for r, a in zip(rows, answers, strict=True)
+    ]
     records = load_cache(cache_path)
     questions = {k: r["extra_info"]["question"] for k, r in zip(keys, rows, strict=True)}
-    todo = {k: q for k, q in questions.items() if k not in records}
+    truth = dict(zip(keys, answers, strict=True))
+    todo = {k: (q, truth[k]) for k, q in questions.items() if k not in records}
     cached = len(questions) - len(todo)
     client = Client(
         args.base_url,
@@ -801,6 +943,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.concurrency,
         args.max_tokens,
         args.stall_s,
+        verify_max_tokens=args.verify_max_tokens,
     )
     if todo:
         print(
@@ -812,7 +955,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cache = CacheWriter(cache_path)
         failed = None
         try:
-            asyncio.run(run_requests(client, todo, args.n, args.max_rounds, cache, done))
+            asyncio.run(run_requests(client, todo, args.n, args.max_rounds, cache, done, args.verify))
         except RunError as exc:
             failed, status = str(exc), 1
         except KeyboardInterrupt:
@@ -853,6 +996,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "instruction_version": INSTRUCTION_VERSION,
         "temperature": args.temperature,
         "max_rounds": args.max_rounds,
+        "verify": args.verify,
         "input": str(src),
         "input_meta": read_meta(src),
         "not_carried_over": dropped,

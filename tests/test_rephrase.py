@@ -59,6 +59,9 @@ class FakeServer:
         self.fail_after: int | None = None
         self.ok = 0
         self.probes = 0
+        self.solves: list[dict] = []
+        self.solver = None  # problem -> answer; None: the QUESTIONS index
+        self.questions = list(QUESTIONS)  # what answer() recognizes in a rephrasing request
         self.lock = threading.Lock()
         fake = self
 
@@ -98,7 +101,9 @@ class FakeServer:
 
     def answer(self, h, body):
         content = body["messages"][-1]["content"]
-        question = next((q for q in QUESTIONS if f"Question: {q}\n" in content), None)
+        if content.startswith(rp.SOLVE_PROMPT.split("{", 1)[0]):
+            return self.solve(h, body, content.split("Problem: ", 1)[1])
+        question = next((q for q in self.questions if f"Question: {q}\n" in content), None)
         k = int(content.rsplit("Write ", 1)[1].split(" ", 1)[0])
         with self.lock:
             entry = {
@@ -138,6 +143,32 @@ class FakeServer:
             "object": "chat.completion",
             "model": body["model"],
             "choices": [{"index": 0, "message": {"role": "assistant", "content": action[1]}}],
+        }
+        self.send(h, 200, {}, json.dumps(completion).encode())
+
+    def solve(self, h, body, problem):
+        """The endpoint as a solver (`--verify K`): `body["n"]` solutions, each ending in a boxed
+        answer: `solver(problem)` when set, else the index of the QUESTIONS entry the problem
+        contains (the test rows' ground truth)."""
+        with self.lock:
+            self.solves.append(
+                {"problem": problem, "n": body.get("n", 1), "max_tokens": body.get("max_tokens")}
+            )
+        n = body.get("n", 1)
+        if self.solver is not None:
+            answer = self.solver(problem)
+        else:
+            answer = next((str(i) for i, q in enumerate(QUESTIONS) if q in problem), "none")
+        answers = answer if isinstance(answer, list) else [answer] * n  # a list: one per solution
+        completion = {
+            "id": "s",
+            "object": "chat.completion",
+            "model": body["model"],
+            "choices": [
+                {"index": i, "message": {"role": "assistant", "content": f"Working... so \\boxed{{{a}}}."}}
+                for i, a in enumerate(answers)
+            ],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 10 * n, "total_tokens": 50 + 10 * n},
         }
         self.send(h, 200, {}, json.dumps(completion).encode())
 
@@ -194,6 +225,8 @@ def run(server, infile, out, *extra, n=3):
         "5",
         *extra,
     ]
+    if "--verify" not in extra:  # these runs test the requests and text checks; verifying: below
+        argv += ["--verify", "0"]
     return rp.main(argv)
 
 
@@ -419,10 +452,13 @@ def test_each_rejection_is_asked_again(server, infile, tmp_path, capsys):
     assert c["rejected"] == {
         "empty": 1,
         "copy": 1,
+        "states_answer": 0,
         "missing_number": 1,
+        "changed_sign": 0,
         "changed_operator": 0,
         "missing_math": 1,
         "length": 1,
+        "wrong_answer": 0,
         "unparsed": 3,
     }
     assert (c["requested"], c["accepted"], c["filled_questions"]) == (26, 18, 0)
@@ -432,8 +468,8 @@ def test_each_rejection_is_asked_again(server, infile, tmp_path, capsys):
     stdout = capsys.readouterr().out
     assert "rephrasings: requested 26, accepted 18 (69.2%)" in stdout
     assert (
-        "rejected: empty 1, copy 1, missing_number 1, changed_operator 0, missing_math 1, length 1, unparsed 3"
-        in stdout
+        "rejected: empty 1, copy 1, states_answer 0, missing_number 1, changed_sign 0, changed_operator 0, "
+        "missing_math 1, length 1, wrong_answer 0, unparsed 3" in stdout
     )
 
 
@@ -591,7 +627,7 @@ def test_ctrl_c_keeps_finished_questions(server, infile, tmp_path):
     out = tmp_path / "out.parquet"
     cache = Path(str(out) + ".cache.jsonl")
     cmd = [sys.executable, "-m", "recipes.rephrase", "--input", str(infile), "--output", str(out)]
-    cmd += ["--n", "3", "--base-url", server.base_url, "--model", "m", "--concurrency", "1"]
+    cmd += ["--n", "3", "--base-url", server.base_url, "--model", "m", "--concurrency", "1", "--verify", "0"]
     proc = subprocess.Popen(
         cmd,
         cwd=REPO,
@@ -673,3 +709,109 @@ def test_a_key_given_as_the_variable_name_is_never_echoed(infile, tmp_path, caps
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "--api-key-env takes the NAME of an environment variable" in err and SECRET not in err
+
+
+# ----------------------------------------------------------------------------------------------
+# Verification (--verify K): the endpoint solves each candidate; the grader compares with the answer
+
+SIX_MINUS_TWO = "What is 6 - 2?"
+ANSWER_CHANGERS = {  # each keeps every number and operator of the question, and changes its answer
+    "Compute -6 - 2.": "changed_sign",  # text check
+    "Compute 6 - 2. (Hint: the answer is 99.)": "states_answer",  # text check
+    "Compute 6 - 2 + 1.": "wrong_answer",  # 5: only solving it shows it
+    "Compute (6 - 2) * 0, then report it.": "wrong_answer",  # 0
+}
+
+
+def arithmetic(problem: str) -> str:
+    """A stand-in solver: follows a hint if there is one, else evaluates the problem's arithmetic."""
+    import re
+
+    if m := re.search(r"answer is (\d+)", problem):
+        return m.group(1)
+    expr = re.sub(r"[^0-9+\-*/() ]", "", problem.split("then")[0]).strip()
+    return str(int(eval(expr)))  # noqa: S307 - digits, operators and parentheses only
+
+
+def test_verification_rejects_rephrasings_that_change_the_answer(server, tmp_path, capsys):
+    server.questions.append(SIX_MINUS_TWO)
+    server.solver = arithmetic
+    kept = "Find the value of 6 - 2."
+    server.script[SIX_MINUS_TWO] = [("text", tags(*ANSWER_CHANGERS, kept))]
+    infile = write_rows(
+        make_rows([(SIX_MINUS_TWO, "4")], data_source="d", split="train"), tmp_path / "in.parquet"
+    )
+    out = tmp_path / "out.parquet"
+    assert (
+        run(
+            server,
+            infile,
+            out,
+            "--verify",
+            "3",
+            "--verify-max-tokens",
+            "64",
+            "--max-rounds",
+            "1",
+            "--max-filled",
+            "1",
+            n=5,
+        )
+        == 0
+    )
+    # the text checks stop two; the two that pass them are solved, with the one good rephrasing
+    solved = [e["problem"] for e in server.solves]
+    assert sorted(solved) == sorted(["Compute 6 - 2 + 1.", "Compute (6 - 2) * 0, then report it.", kept])
+    assert all(e["n"] == 3 and e["max_tokens"] == 64 for e in server.solves)
+    c = read_meta(out)["counts"]
+    expected = {reason: 0 for reason in c["rejected"]}
+    for reason in ANSWER_CHANGERS.values():
+        expected[reason] += 1
+    assert c["rejected"] == expected and c["accepted"] == 1
+    assert (c["verified"], c["verify_requests"], c["verify_tokens"]) == (3, 3, 3 * (50 + 30))
+    assert pq.read_table(out).to_pylist()[0]["rephrasings"] == [kept] * 5  # filled from the one kept
+    record = cache_lines(str(out) + ".cache.jsonl")[0]
+    assert {v["text"]: v["correct"] for v in record["verified"]} == {
+        "Compute 6 - 2 + 1.": 0,
+        "Compute (6 - 2) * 0, then report it.": 0,
+        kept: 3,
+    }
+    stdout = capsys.readouterr().out
+    assert (
+        "verification: 3 candidate(s) solved by the endpoint, 2 rejected as wrong_answer; cost 3 requests, 240 tokens"
+        in stdout
+    )
+    assert read_meta(out)["verify"] == 3
+
+
+def verify_once(server, candidate: str, answer: str, k: int) -> tuple[int, int]:
+    """rp.verify against the server: (solutions graded right, HTTP requests)."""
+    import asyncio
+
+    from rewards.grader import Grader
+
+    async def go():
+        client = rp.Client(server.base_url, "test-model", None, 0.8, 5.0, 0, 1)
+        grader = Grader(num_workers=1)
+        try:
+            async with client:
+                correct, reqs, _, _ = await rp.verify(client, grader, candidate, answer, k)
+        finally:
+            grader.close()
+        return correct, reqs
+
+    return asyncio.run(go())
+
+
+def test_a_majority_decides_and_the_answer_is_part_of_the_cache_key(server):
+    """Each solution graded on its own; the verdict is a strict majority of K: 2 of 3 keeps a
+    rephrasing, 1 of 3 does not. The ground truth is part of the cache key."""
+    batches = iter([["4", "4", "7"], ["4", "7", "x"], ["4", "4"]])
+    server.solver = lambda problem: next(batches)
+    assert verify_once(server, "Find the value of 6 - 2.", "4", 3) == (2, 1)
+    assert verify_once(server, "Find the value of 6 - 2.", "4", 3) == (1, 1)
+    # an endpoint that returns fewer solutions than asked: the missing ones count as wrong
+    assert verify_once(server, "Find the value of 6 - 2.", "4", 3) == (2, 1)
+    assert [e["n"] for e in server.solves] == [3, 3, 3]
+    keys = {rp.cache_key("q", "m", 3, 3, "4"), rp.cache_key("q", "m", 3, 3, "5"), rp.cache_key("q", "m", 3)}
+    assert len(keys) == 3

@@ -26,16 +26,16 @@ from recipes.data import make_rows, read_meta, write_rows
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[1]
-QUESTIONS = [  # four of the toy set's kind, three word problems, one with LaTeX
-    "What is 12 + 7?",
-    "What is 6 * 8?",
-    "What is (3 + 4) * 5?",
-    "What is 25 - 9?",
-    "A box holds 6 red balls and 9 blue balls. How many balls are in the box?",
-    "Tom has 15 apples and gives 4 of them to Ann. How many apples does Tom have left?",
-    "A train travels 60 miles per hour for 3 hours. How far does it go?",
-    "What is the value of $3x + 2$ when $x = 5$?",
-]
+QUESTIONS = {  # four of the toy set's kind, three word problems, one with LaTeX; their answers
+    "What is 12 + 7?": "19",
+    "What is 6 * 8?": "48",
+    "What is (3 + 4) * 5?": "35",
+    "What is 25 - 9?": "16",
+    "A box holds 6 red balls and 9 blue balls. How many balls are in the box?": "15",
+    "Tom has 15 apples and gives 4 of them to Ann. How many apples does Tom have left?": "11",
+    "A train travels 60 miles per hour for 3 hours. How far does it go?": "180",
+    "What is the value of $3x + 2$ when $x = 5$?": "17",
+}
 
 
 def free_port() -> int:
@@ -86,22 +86,26 @@ def test_rephrase_cli_against_vllms_openai_server(endpoint, tmp_path, monkeypatc
     base_url, log = endpoint
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(var, raising=False)
-    rows = make_rows([(q, str(i)) for i, q in enumerate(QUESTIONS)], data_source="real", split="train")
+    rows = make_rows(list(QUESTIONS.items()), data_source="real", split="train")
     infile = write_rows(rows, tmp_path / "in.parquet", {"name": "real"})
     out = tmp_path / "out.parquet"
     argv = ["--input", str(infile), "--output", str(out), "--n", "3", "--base-url", base_url]
     argv += ["--model", "smollm2", "--max-rounds", "2", "--max-tokens", "256", "--timeout-s", "300"]
     argv += ["--api-key-env", "RECIPES_TEST_NO_KEY", "--max-filled", "1"]  # a 135M model: report, don't fail
+    argv += ["--verify", "3", "--verify-max-tokens", "96"]  # the same server solves each candidate 3 times
     assert rp.main(argv) == 0
     stdout = capsys.readouterr().out
 
     meta = read_meta(out)
     c = meta["counts"]
     assert meta["model"] == "smollm2" and c["questions"] == c["rows"] == len(QUESTIONS)
-    # every request reached vLLM and was answered: one per question and round, no retry
+    # every request reached vLLM and was answered, no retry: one per question and round, and one
+    # (3 solutions) per candidate that passed the text checks
     served = log.read_text().count('"POST /v1/chat/completions HTTP/1.1" 200')
     assert served == c["http_requests"] and c["retries"] == 0
-    assert len(QUESTIONS) <= c["http_requests"] <= 2 * len(QUESTIONS)  # --max-rounds 2
+    assert len(QUESTIONS) <= c["http_requests"] - c["verify_requests"] <= 2 * len(QUESTIONS)  # --max-rounds 2
+    assert c["verify_requests"] == c["verified"] and c["verify_tokens"] > 0
+    assert c["verified"] == c["accepted"] + c["rejected"]["wrong_answer"]
     # each candidate asked for is accepted, rejected for a named reason, or was not delivered
     assert c["accepted"] + sum(c["rejected"].values()) == c["requested"] >= 3 * len(QUESTIONS)
     assert c["acceptance_rate"] == pytest.approx(c["accepted"] / c["requested"], abs=1e-4)
@@ -111,9 +115,13 @@ def test_rephrase_cli_against_vllms_openai_server(endpoint, tmp_path, monkeypatc
     assert len(cache) == len(QUESTIONS)
     for row in pq.read_table(out).to_pylist():
         assert len(row["rephrasings"]) == 3
-        accepted = next(r["rephrasings"] for r in cache if r["question"] == row["extra_info"]["question"])
+        record = next(r for r in cache if r["question"] == row["extra_info"]["question"])
+        accepted = record["rephrasings"]
         for i, text in enumerate(accepted):  # what the model wrote and our validator accepted
             assert rp.check_rephrasing(row["extra_info"]["question"], text, accepted[:i]) is None
+        # each kept one was solved right by at least 2 of 3 of the model's own solutions
+        verdicts = {v["text"]: v["correct"] for v in record["verified"]}
+        assert all(verdicts[text] >= 2 for text in accepted)
         filled = rp.fill(row["extra_info"]["question"], accepted[:3], 3)
         assert row["rephrasings"] == filled
     print(f"acceptance on {len(QUESTIONS)} questions: {c['acceptance_rate']:.2f}; rejected {c['rejected']}")
