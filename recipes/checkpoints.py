@@ -74,7 +74,7 @@ def default_hf_root(checkpoint_root: str | os.PathLike) -> Path:
 
 PRUNED = "pruned.json"
 KEY = "recipes.checkpoints.keep_full"
-FINISH_TIMEOUT_S = 3600  # the last conversion, at the end of training
+WAIT_S = 3600  # the longest wait for a conversion (a 7B one takes minutes); then it is stopped
 
 
 def check(cfg) -> None:
@@ -116,7 +116,7 @@ class Retention:
 
     def after_save(self) -> None:
         """Called after verl has written a checkpoint (its tracker file included)."""
-        self.wait()
+        self.wait(timeout=WAIT_S)
         self.prune()
         cmd = [self.python, "-m", "eval.convert", str(self.root), "--hf-root", str(self.hf_root)]
         self.started = time.monotonic()
@@ -174,5 +174,5 @@ class Retention:
         """At the end of training: the last conversion, then the last pruning."""
         if self.proc is None:
             return
-        self.wait(timeout=FINISH_TIMEOUT_S)
+        self.wait(timeout=WAIT_S)
         self.prune()

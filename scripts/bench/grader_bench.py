@@ -6,7 +6,8 @@ What it does
   right, boxed wrong, unboxed "the final answer is", no answer, and long ones), then grades it
   with each contender called the way verl's reward loop calls a reward function (one call per
   response, from 8 threads at once), plus our batch API. Then the same step with 8 hanging
-  responses (power towers) mixed in. Each run is a subprocess killed at --cap seconds, so a
+  responses (power towers) mixed in. Each run is a subprocess killed --cap seconds after it is
+  ready (imports done and pools warm, which may take up to 600 s on a busy machine), so a
   contender that hangs is reported, not waited for.
 
 Command (about 3 minutes on a 2-core machine; prints a markdown table):
@@ -152,6 +153,7 @@ def _run_child(contender: str, questions: int, hanging: int, timeout_s: float, o
             json.dump(record, f)
         os.replace(out_path + ".tmp", out_path)
 
+    report(final=False)  # ready: the parent's --cap counts from here
     if contender == "ours_batch":
         from rewards.grader import get_grader
 
@@ -177,6 +179,9 @@ def _run_child(contender: str, questions: int, hanging: int, timeout_s: float, o
     os._exit(0)  # the built-in's stuck workers would otherwise block interpreter exit
 
 
+STARTUP_S = 600.0  # a contender's imports and warm-up, before its --cap starts
+
+
 def run_contender(contender: str, questions: int, hanging: int, cap: float, timeout_s: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out_path = os.path.join(tmp, "result.json")
@@ -189,6 +194,11 @@ def run_contender(contender: str, questions: int, hanging: int, cap: float, time
         proc = subprocess.Popen(
             cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env
         )
+        # the cap counts from the child's first report (imports done, pool warm): on a busy
+        # machine start-up alone can take a minute, and it is not what is measured
+        ready_by = time.monotonic() + STARTUP_S
+        while not os.path.exists(out_path) and proc.poll() is None and time.monotonic() < ready_by:
+            time.sleep(0.2)
         try:
             proc.wait(timeout=cap)
             capped = False
