@@ -346,8 +346,9 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_G
             f"~{train_s:.0f} s, for prompts and responses at half their limits; {steps:,} steps "
             f"~{steps * step_s / 3600:.0f} h (docs/running.md#memory-and-disk-plan)"
         )
+    size = f"{p / 1e9:.2f}B" if p >= 1e8 else f"{p / 1e6:.2f}M"
     header = (
-        f"plan: {_get(cfg, 'actor_rollout_ref.model.path')} ({p / 1e9:.2f}B parameters), "
+        f"run: {_get(cfg, 'actor_rollout_ref.model.path')} ({size} parameters), "
         f"{world} GPU(s) ({_get(cfg, 'trainer.nnodes')} node(s)), {device}"
     )
     return Estimate(
@@ -375,7 +376,11 @@ def report(e: Estimate) -> str:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m recipes.plan", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m recipes.plan",
+        usage="python -m recipes.plan [--gpu-gib G] [--disk-gb D] experiment=NAME [recipes.train overrides]",
+        description=__doc__.split("\n\n")[0] + " Exit 0: it fits; 3: it does not; 2: a config error.",
+    )
     p.add_argument("--gpu-gib", type=float, default=H100_GIB, help="memory of one GPU (default: 80 GB H100)")
     p.add_argument("--disk-gb", type=float, default=DISK_GB, help="disk a run may fill (default 500)")
     args, overrides = p.parse_known_args(argv)
