@@ -657,15 +657,18 @@ async def rephrase_question(
                 rec["rejected"][reason] += 1
         if k and passed:
             checks = await asyncio.gather(*(verify(client, grader, c, answer, k) for c in passed))
+            kept = []
             for cand, (correct, reqs, retries, tokens) in zip(passed, checks, strict=True):
                 rec["http_requests"] += reqs
                 rec["retries"] += retries
                 rec["verify_requests"] += reqs
                 rec["verify_tokens"] += tokens
                 rec["verified"].append({"text": cand, "correct": correct, "of": k})
-                if 2 * correct <= k:
+                if 2 * correct > k:
+                    kept.append(cand)
+                else:
                     rec["rejected"][WRONG_ANSWER] += 1
-            passed = [c for c, (correct, *_) in zip(passed, checks, strict=True) if 2 * correct > k]
+            passed = kept
         accepted.extend(passed)
     rec["complete"] = len(accepted) >= n
     return rec

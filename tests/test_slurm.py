@@ -299,9 +299,7 @@ def test_overrides_contradicting_the_allocation_fail(arg, message):
 
 
 def test_refuses_to_run_outside_slurm_without_dry_run():
-    proc = subprocess.run(
-        ["bash", str(SBATCH), "experiment=foo"], env=_base_env(), capture_output=True, text=True, timeout=30
-    )
+    proc = _sbatch(_base_env(), "experiment=foo")
     assert proc.returncode != 0
     assert "not inside a Slurm job" in proc.stderr and "DRY_RUN=1" in proc.stderr
 
@@ -378,6 +376,11 @@ def fake(tmp_path):
     return tmp_path, env
 
 
+def _sbatch(env: dict, *args: str) -> subprocess.CompletedProcess:
+    """train.sbatch run as a job would run it (no DRY_RUN), in `env`."""
+    return subprocess.run(["bash", str(SBATCH), *args], env=env, capture_output=True, text=True, timeout=30)
+
+
 def _log(tmp_path: Path) -> list[str]:
     path = tmp_path / "log"
     return path.read_text().splitlines() if path.exists() else []
@@ -399,9 +402,7 @@ def _assert_torn_down(tmp_path: Path):
 def test_real_path_propagates_training_exit_status_and_tears_down(fake):
     tmp_path, env = fake
     env.update(FAKE_PROBE="2 16", FAKE_TRAIN_RC="3")
-    proc = subprocess.run(
-        ["bash", str(SBATCH), *USER_ARGS], env=env, capture_output=True, text=True, timeout=30
-    )
+    proc = _sbatch(env, *USER_ARGS)
     assert proc.returncode == 3, proc.stderr
     args = (tmp_path / "train_args").read_text().split("\0")[:-1]
     assert args == ["-m", "recipes.train", *USER_ARGS, "trainer.nnodes=2", "trainer.n_gpus_per_node=8"]
@@ -422,9 +423,7 @@ def test_real_path_propagates_training_exit_status_and_tears_down(fake):
 def test_real_path_checks_every_nodes_driver_before_ray_starts(fake):
     tmp_path, env = fake
     env.update(FAKE_PROBE="2 16")
-    proc = subprocess.run(
-        ["bash", str(SBATCH), "experiment=foo"], env=env, capture_output=True, text=True, timeout=30
-    )
+    proc = _sbatch(env, "experiment=foo")
     assert proc.returncode == 0, proc.stderr
     log = _log(tmp_path)
     srun = [line for line in log if "recipes.gpu_platform" in line and line.startswith("srun")]
@@ -434,9 +433,7 @@ def test_real_path_checks_every_nodes_driver_before_ray_starts(fake):
     # an old driver on a node: exit 2 with its line, nothing started
     (tmp_path / "log").unlink()
     env.update(FAKE_OLD_DRIVER="1")
-    proc = subprocess.run(
-        ["bash", str(SBATCH), "experiment=foo"], env=env, capture_output=True, text=True, timeout=30
-    )
+    proc = _sbatch(env, "experiment=foo")
     assert proc.returncode == 2 and "config error: NVIDIA driver 570.1 is too old" in proc.stderr
     assert not [line for line in _log(tmp_path) if line.startswith("ray ")]
 
@@ -444,9 +441,7 @@ def test_real_path_checks_every_nodes_driver_before_ray_starts(fake):
 def test_real_path_a_finished_run_starts_no_ray_cluster(fake):
     tmp_path, env = fake
     env.update(FAKE_PROBE="2 16", FAKE_DONE="1")
-    proc = subprocess.run(
-        ["bash", str(SBATCH), "experiment=foo"], env=env, capture_output=True, text=True, timeout=30
-    )
+    proc = _sbatch(env, "experiment=foo")
     assert proc.returncode == 0, proc.stderr
     assert "the run is complete: no Ray cluster started" in proc.stderr + proc.stdout
     log = _log(tmp_path)
@@ -459,16 +454,12 @@ def test_real_path_a_finished_run_starts_no_ray_cluster(fake):
 def test_real_path_ray_auth_can_be_given_or_disabled(fake):
     tmp_path, env = fake
     env.update(FAKE_PROBE="2 16", RAY_AUTH_TOKEN="given-token")
-    proc = subprocess.run(
-        ["bash", str(SBATCH), "experiment=foo"], env=env, capture_output=True, text=True, timeout=30
-    )
+    proc = _sbatch(env, "experiment=foo")
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "train_auth").read_text().split() == ["token", "given-token"]
     env.update(RAY_AUTH_MODE="disabled")
     del env["RAY_AUTH_TOKEN"]
-    proc = subprocess.run(
-        ["bash", str(SBATCH), "experiment=foo"], env=env, capture_output=True, text=True, timeout=30
-    )
+    proc = _sbatch(env, "experiment=foo")
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "train_auth").read_text().split() == ["disabled", "unset"]
 
@@ -476,9 +467,7 @@ def test_real_path_ray_auth_can_be_given_or_disabled(fake):
 def test_real_path_times_out_waiting_for_gpus(fake):
     tmp_path, env = fake
     env.update(FAKE_PROBE="1 8", RAY_WAIT_TIMEOUT="1")
-    proc = subprocess.run(
-        ["bash", str(SBATCH), "experiment=foo"], env=env, capture_output=True, text=True, timeout=30
-    )
+    proc = _sbatch(env, "experiment=foo")
     assert proc.returncode != 0
     assert "Ray cluster not ready after 1s: 1/2 nodes and 8/16 GPUs reported at 10.0.0.1:6379" in proc.stderr
     assert not (tmp_path / "train_args").exists()
@@ -489,9 +478,7 @@ def test_real_path_fails_fast_when_ray_start_dies(fake):
     tmp_path, env = fake
     env.update(FAKE_PROBE="0 0", FAKE_RAY_START_FAIL="1", RAY_WAIT_TIMEOUT="20")
     t0 = time.monotonic()
-    proc = subprocess.run(
-        ["bash", str(SBATCH), "experiment=foo"], env=env, capture_output=True, text=True, timeout=30
-    )
+    proc = _sbatch(env, "experiment=foo")
     assert proc.returncode != 0 and time.monotonic() - t0 < 10
     assert "exited before the cluster was ready" in proc.stderr
     assert not (tmp_path / "train_args").exists()
