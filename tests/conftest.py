@@ -73,9 +73,10 @@ def shm_not_ours():
 
 @contextlib.contextmanager
 def heavy(cache: Path):
-    """One memory-heavy phase at a time across `make test`'s workers (a lock file in the shared
-    cache): two training launches side by side, or a two-node Slurm job, each ~10 GB at its peak;
-    two of them at once come near this 24 GB machine's memory, where Ray kills workers."""
+    """One heavy phase at a time across `make test`'s workers (a lock file in the shared cache):
+    two training launches side by side, or the Slurm cluster module (two-node jobs, a vLLM
+    evaluation). Each is ~10 GB at its peak and keeps both cores busy: two at once come near this
+    24 GB machine's memory, where Ray kills workers, and once made a launch take over 10 minutes."""
     with open(cache / ".heavy.lock", "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
@@ -86,7 +87,7 @@ def heavy(cache: Path):
 
 @pytest.fixture(scope="session")
 def heavy_phase(recipes_cache):
-    """`heavy`, for a module that starts heavy phases of its own (tests/test_slurm_cluster.py)."""
+    """`heavy`, for a module that is a heavy phase of its own (tests/test_slurm_cluster.py)."""
     return lambda: heavy(recipes_cache)
 
 

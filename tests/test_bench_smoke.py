@@ -82,7 +82,7 @@ def test_vllm_cpu_bench_gives_every_contender_the_same_work(tmp_path):
             "--tokens",
             "8",
             "--contenders",
-            "transformers,vllm-bfloat16",
+            "transformers,vllm-float32",
         ],
         capture_output=True,
         text=True,
@@ -96,7 +96,7 @@ def test_vllm_cpu_bench_gives_every_contender_the_same_work(tmp_path):
         for line in out.stdout.splitlines()
         if line.startswith("| transformers") or line.startswith("| vllm-")
     ]
-    assert [r.split(" | ")[0] for r in rows] == ["| transformers", "| vllm-bfloat16"]
+    assert [r.split(" | ")[0] for r in rows] == ["| transformers", "| vllm-float32"]
     assert rows[0].split(" | ")[4] == "1.00x"
 
 

@@ -102,17 +102,21 @@ def _plan(*args):
     )
 
 
-def test_the_command_exits_3_when_it_does_not_fit_and_0_when_it_does():
+def test_the_command_exits_3_when_it_does_not_fit_and_0_when_it_does(capsys):
+    def plan(*args):  # the command's own main, in this process (a fresh one costs ~9 s)
+        code = pl.main(list(args))
+        return code, capsys.readouterr().out
+
     # CW-GRPO with the authors' 12 responses a forward: 55k tokens of logits, over an 80 GB GPU
     fixed = ["experiment=cw_grpo_open_rs", "actor_rollout_ref.actor.use_dynamic_bsz=false"]
     fixed += ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=12"]
-    over = _plan(*fixed)
-    assert over.returncode == 3, over.stderr
-    assert "OVER: the peak" in over.stdout and LAST.match(over.stdout.splitlines()[-1]).group(5) == "no"
-    h200 = _plan(*fixed, "--gpu-gib", "139.8")  # fits an H200
-    assert h200.returncode == 0 and h200.stdout.splitlines()[-1].endswith("fits=yes")
-    disk = _plan("experiment=prompt_aug_qwen2_5_math_1_5b", "trainer.save_freq=20")  # 198 saves: 648 GB
-    assert disk.returncode == 3 and "OVER: the run writes 648 GB, more than 500 GB" in disk.stdout
+    code, out = plan(*fixed)
+    assert code == 3 and "OVER: the peak" in out and LAST.match(out.splitlines()[-1]).group(5) == "no"
+    code, out = plan(*fixed, "--gpu-gib", "139.8")  # fits an H200
+    assert code == 0 and out.splitlines()[-1].endswith("fits=yes")
+    code, out = plan("experiment=prompt_aug_qwen2_5_math_1_5b", "trainer.save_freq=20")  # 198 saves: 648 GB
+    assert code == 3 and "OVER: the run writes 648 GB, more than 500 GB" in out
+    # the command itself, as a user runs it: a config error is one line and exit 2
     bad = _plan("experiment=cw_grpo_open_rs", "trainer.save_freqq=3")
     assert bad.returncode == 2 and bad.stderr.startswith("config error:")
 

@@ -55,7 +55,8 @@ def endpoint(smollm2_model, tmp_path_factory):
         env.pop(var, None)
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(smollm2_model)]
     cmd += ["--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["--dtype", "bfloat16", "--enforce-eager", "--max-model-len", "2048", "--seed", "0"]
+    # float32: bf16 has no fast kernels on most CPUs (scripts/bench/cpu_precision.py)
+    cmd += ["--dtype", "float32", "--enforce-eager", "--max-model-len", "2048", "--seed", "0"]
     cmd += ["--kv-cache-memory-bytes", str(512 * 2**20), "--max-num-batched-tokens", "2048"]
     log = root / "server.log"
     with log.open("w") as f:

@@ -3,11 +3,12 @@ cluster on this machine (slurmctld, two slurmd on 127.0.0.1, a private munged), 
 submits with `sbatch`, polls `squeue` and reads the job's own log (no accounting daemon).
 
 One run goes through its life as a user's would: trained on both nodes (a Ray head on node1, a
-worker on node2, verl's FSDP over the two), resubmitted (it says it is done), trained further and
-`scancel`ed mid-step (the teardown ends every process of the job on both nodes inside Slurm's kill
-wait), resubmitted again (it resumes from the last checkpoint), converted with convert.sbatch and
-evaluated with eval_iterative.sbatch. Two failures must be quick and clear: a node whose `ray
-start` fails, and a bad Hydra override (before any `ray start`, exit 2).
+worker on node2, verl's FSDP over the two) and `scancel`ed mid-step (the teardown ends every
+process of the job on both nodes inside Slurm's kill wait), resubmitted (it resumes from the last
+checkpoint and finishes), resubmitted again (it says it is done, with no Ray cluster started),
+converted with convert.sbatch and evaluated with eval_iterative.sbatch. Two failures must be
+quick and clear: a node whose `ray start` fails, and a bad Hydra override (before any `ray
+start`, exit 2).
 
 `pytest -m slurm` runs only these; the module brings the cluster up and tears it down.
 """
@@ -47,8 +48,15 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, recipes_cache, tiny_model):
-    """The local cluster, up for this module; {env} to submit with."""
+def cluster(tmp_path_factory, recipes_cache, tiny_model, heavy_phase):
+    """The local cluster, up for this module; {env} to submit with. The module is one heavy phase
+    (tests/conftest.py `heavy`): its two-node jobs and its vLLM evaluation never run beside two
+    training launches of the other worker."""
+    with heavy_phase():
+        yield from _cluster(tmp_path_factory, recipes_cache)
+
+
+def _cluster(tmp_path_factory, recipes_cache):
     folder = tmp_path_factory.mktemp("slurm")
     env = {
         **os.environ,
@@ -144,16 +152,14 @@ def job_processes(job: str) -> list[int]:
     ]
 
 
-def assert_nothing_left(job: str, shm_before: set[str], not_ours, within: float = 10.0) -> None:
-    """No process of the job and no /dev/shm file it made outlive it by more than `within` s."""
+def leftovers(job: str, shm_before: set[str], not_ours, within: float = 10.0) -> list:
+    """What of the job outlives it by more than `within` s: its processes (their command lines)
+    and the /dev/shm files it made."""
     deadline = time.monotonic() + within
     while (left := job_processes(job)) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert not left, [
-        Path(f"/proc/{p}/cmdline").read_bytes()[:120] for p in left if Path(f"/proc/{p}").exists()
-    ]
-    new = {f"/dev/shm/{n}" for n in shm_files() - shm_before} - not_ours()
-    assert not new, sorted(new)
+    procs = [Path(f"/proc/{p}/cmdline").read_bytes()[:120] for p in left if Path(f"/proc/{p}").exists()]
+    return procs + sorted({f"/dev/shm/{n}" for n in shm_files() - shm_before} - not_ours())
 
 
 # ------------------------------------------------------------------------------ the run's life
@@ -171,93 +177,89 @@ def train_args(out: Path, steps: int) -> list[str]:
     ]
 
 
+STEPS = 3  # the run's length: scancel'ed after checkpoint 2, the resubmission trains step 3
+
+
+def two_node_job(cluster, out: Path, name: str) -> str:
+    return submit(cluster, "train.sbatch", *train_args(out, STEPS), sbatch=("--nodes=2", *CPU_JOB), name=name)
+
+
 @pytest.fixture(scope="module")
-def run(cluster, shm_not_ours, heavy_phase):
-    """The two-node run, trained to step 2 (the first test of its life)."""
+def run(cluster, shm_not_ours):
+    """The two-node run through its first two jobs: trained on both nodes and `scancel`ed mid-step 3
+    (after checkpoint 2), then resubmitted, which resumes and finishes. Each job's log, exit
+    status and what of it outlived it (looked at as soon as it left the queue)."""
     out = cluster["dir"] / "run"
+    tracker = out / "checkpoints" / "latest_checkpointed_iteration.txt"
+    jobs = {}
     before = shm_files()
-    with heavy_phase():  # not beside two training launches of the other worker (tests/conftest.py)
-        job = submit(
-            cluster, "train.sbatch", *train_args(out, 2), sbatch=("--nodes=2", *CPU_JOB), name="train"
-        )
-        log = wait_done(cluster, job, 900, "train")
-    return {"out": out, "job": job, "log": log, "shm_before": before}
+    job = two_node_job(cluster, out, "train")
+    deadline = time.monotonic() + 900
+    while not (tracker.exists() and tracker.read_text().strip() == "2"):
+        assert in_queue(cluster, job) and time.monotonic() < deadline, log_of(cluster, job, "train")[-4000:]
+        time.sleep(1)
+    subprocess.run(["scancel", job], env=cluster["env"], check=True, timeout=30)
+    cancelled = time.monotonic()
+    log = wait_done(cluster, job, 120, "train")
+    gone_after_s = time.monotonic() - cancelled
+    jobs["train"] = {"log": log, "gone_after_s": gone_after_s, "left": leftovers(job, before, shm_not_ours)}
+    before = shm_files()
+    job = two_node_job(cluster, out, "resume")
+    log = wait_done(cluster, job, 900, "resume")
+    status = exit_status(cluster, job)
+    jobs["resume"] = {"log": log, "status": status, "left": leftovers(job, before, shm_not_ours)}
+    return {"out": out, **jobs}
 
 
-def test_two_node_job_trains_with_a_ray_node_on_each(cluster, run, shm_not_ours):
-    log, out, job = run["log"], run["out"], run["job"]
-    assert exit_status(cluster, job) == 0, log[-4000:]
-    assert "preflight: ok platform=cpu offline=1 done=0" in log
+def test_two_node_job_trains_with_a_ray_node_on_each(run):
+    log, out = run["train"]["log"], run["out"]
+    assert "preflight: ok platform=cpu offline=1 done=0" in log, log[-4000:]
     assert re.search(r"nodelist=node1 ray start --head", log) and re.search(
         r"nodelist=node2 ray start --address=127\.0\.0\.1:", log
     )
     assert "Ray cluster ready: 2 node(s), 2 GPU(s)" in log
     # verl trained over both nodes: the trainer got the allocation's shape, FSDP world size 2
     assert "trainer.nnodes=2 trainer.n_gpus_per_node=1" in log
-    assert "done: metrics in" in log
     config = (out / "config.yaml").read_text()
     assert re.search(r"^  nnodes: 2$", config, re.M) and re.search(r"^  n_gpus_per_node: 1$", config, re.M)
-    ckpt = out / "checkpoints"
-    assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
     # each FSDP rank wrote its own shard of the model
     assert sorted(
-        p.name for p in (ckpt / "global_step_2" / "actor").glob("model_world_size_2_rank_*.pt")
+        p.name for p in (out / "checkpoints" / "global_step_2" / "actor").glob("model_world_size_2_rank_*.pt")
     ) == [
         "model_world_size_2_rank_0.pt",
         "model_world_size_2_rank_1.pt",
     ]
-    assert_nothing_left(run["job"], run["shm_before"], shm_not_ours)
-    assert "[sweep_job" in log
+
+
+def test_scancel_mid_step_ends_every_process_of_the_job_within_slurms_kill_wait(run):
+    train = run["train"]
+    assert train["gone_after_s"] < 40, "the job outlived Slurm's kill wait (30 s)"
+    assert "received SIGTERM" in train["log"] and "[sweep_job" in train["log"], train["log"][-3000:]
+    assert not train["left"]
+
+
+def test_the_resubmission_resumes_from_the_last_checkpoint_and_finishes(run):
+    resume, out = run["resume"], run["out"]
+    assert resume["status"] == 0, resume["log"][-4000:]
+    assert "done: metrics in" in resume["log"] and "Ray cluster ready: 2 node(s), 2 GPU(s)" in resume["log"]
+    assert (out / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == str(STEPS)
+    # it loaded checkpoint 2 and trained step 3 only (a scancel between a step's checkpoint and
+    # its metrics line loses that line, not the step)
+    launches = sorted((out / "metrics").glob("*.jsonl"))
+    assert [json.loads(line)["step"] for line in launches[-1].read_text().splitlines()] == [STEPS]
+    run_log = sorted((out / "logs").glob("*.log"))[-1].read_text(errors="replace")
+    assert f"Resuming from {out / 'checkpoints' / 'global_step_2'}, setting global step to 2" in run_log
+    assert not resume["left"] and "[sweep_job" in resume["log"]
 
 
 def test_resubmitting_a_finished_run_says_it_is_done(cluster, run):
-    job = submit(
-        cluster, "train.sbatch", *train_args(run["out"], 2), sbatch=("--nodes=2", *CPU_JOB), name="again"
-    )
+    job = two_node_job(cluster, run["out"], "again")
     log = wait_done(cluster, job, 300, "again")
     assert exit_status(cluster, job) == 0, log[-3000:]
-    assert "done: already trained to step 2" in log
+    assert f"done: already trained to step {STEPS}" in log
     # found in the preflight: no Ray node is started for a run with nothing to do
     assert "preflight: ok platform=cpu offline=1 done=1" in log and "no Ray cluster started" in log
     assert "ray start" not in log
-
-
-def test_scancel_mid_step_ends_every_process_and_the_resubmission_resumes(
-    cluster, run, shm_not_ours, heavy_phase
-):
-    out = run["out"]
-    before = shm_files()
-    tracker = out / "checkpoints" / "latest_checkpointed_iteration.txt"
-    with heavy_phase():
-        job = submit(
-            cluster, "train.sbatch", *train_args(out, 4), sbatch=("--nodes=2", *CPU_JOB), name="cancel"
-        )
-        deadline = time.monotonic() + 900
-        while tracker.read_text().strip() != "3":
-            assert in_queue(cluster, job) and time.monotonic() < deadline, log_of(cluster, job, "cancel")[
-                -4000:
-            ]
-            time.sleep(1)
-        subprocess.run(["scancel", job], env=cluster["env"], check=True, timeout=30)
-        cancelled = time.monotonic()
-        log = wait_done(cluster, job, 120, "cancel")
-    assert time.monotonic() - cancelled < 40, "the job outlived Slurm's kill wait (30 s)"
-    assert "received SIGTERM" in log and "[sweep_job" in log, log[-3000:]
-    assert_nothing_left(job, before, shm_not_ours)
-
-    with heavy_phase():
-        job = submit(
-            cluster, "train.sbatch", *train_args(out, 4), sbatch=("--nodes=2", *CPU_JOB), name="resume"
-        )
-        log = wait_done(cluster, job, 900, "resume")
-    assert exit_status(cluster, job) == 0, log[-4000:]
-    assert tracker.read_text().strip() == "4"
-    # the resubmission loaded checkpoint 3 and trained step 4 only (a scancel between a step's
-    # checkpoint and its metrics line loses that line, not the step)
-    launches = sorted((out / "metrics").glob("*.jsonl"))
-    assert [json.loads(line)["step"] for line in launches[-1].read_text().splitlines()] == [4]
-    run_log = sorted((out / "logs").glob("*.log"))[-1].read_text(errors="replace")
-    assert f"Resuming from {out / 'checkpoints' / 'global_step_3'}, setting global step to 3" in run_log
 
 
 def test_convert_and_iterative_evaluation_jobs_on_the_run(cluster, run):
@@ -266,10 +268,19 @@ def test_convert_and_iterative_evaluation_jobs_on_the_run(cluster, run):
         cluster, "convert.sbatch", str(ckpt), sbatch=("--cpus-per-task=2", "--mem=4G"), name="convert"
     )
     log = wait_done(cluster, job, 600, "convert")
-    for step in (1, 2, 3, 4):
+    for step in range(1, STEPS + 1):
         assert (out / "hf" / f"global_step_{step}" / ".converted.json").is_file(), log[-3000:]
     fixtures = REPO / "tests" / "fixtures" / "eval"
-    args = ["--steps", "4", "--data-dir", str(fixtures), "--benchmarks", "arith", "--max-new-tokens", "16"]
+    args = [
+        "--steps",
+        str(STEPS),
+        "--data-dir",
+        str(fixtures),
+        "--benchmarks",
+        "arith",
+        "--max-new-tokens",
+        "16",
+    ]
     args += ["--max-model-len", "512", "--no-progress"]
     job = submit(
         cluster,
@@ -280,12 +291,9 @@ def test_convert_and_iterative_evaluation_jobs_on_the_run(cluster, run):
         name="eval",
     )
     log = wait_done(cluster, job, 900, "eval")
-    summary = json.loads((out / "eval" / "global_step_4" / "summary.json").read_text())
+    summary = json.loads((out / "eval" / f"global_step_{STEPS}" / "summary.json").read_text())
     assert summary["complete"] and summary["settings"]["backend"] == "vllm", log[-3000:]
-    assert (
-        "global_step_4" in (out / "eval" / "steps.md").read_text()
-        or "| 4 |" in (out / "eval" / "steps.md").read_text()
-    )
+    assert f"| {STEPS} |" in (out / "eval" / "steps.md").read_text()
 
 
 # ------------------------------------------------------------------------------- failures
@@ -308,7 +316,7 @@ def test_a_node_whose_ray_start_fails_ends_the_job_in_one_line(cluster, shm_not_
     assert exit_status(cluster, job) != 0
     assert "'ray start' on node node2 exited before the cluster was ready" in log, log[-3000:]
     assert "training on" not in log
-    assert_nothing_left(job, before, shm_not_ours)
+    assert not leftovers(job, before, shm_not_ours)
 
 
 def test_a_bad_override_fails_before_any_ray_start(cluster):
