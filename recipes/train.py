@@ -515,7 +515,9 @@ def run(cfg: DictConfig) -> Path:
 
 def preflight(cfg: DictConfig) -> list[str]:
     """Every check and preparation that must pass before Ray starts (raises ConfigError). Returns
-    what the console should say about a decision made here (a fallback, the driver)."""
+    what the console should say about a decision made here (a fallback, the driver). Our own
+    checks come first: they need no verl, so a bad setting is reported in seconds."""
+    validate(cfg)
     check_verl_seam()
     notes = []
     if _get(cfg, "recipes.platform") == "gpu":
@@ -526,7 +528,7 @@ def preflight(cfg: DictConfig) -> list[str]:
         # a driver process off the GPU nodes (RAY_ADDRESS): train.sbatch checks every node itself
         if driver is not None or not os.environ.get("RAY_ADDRESS"):
             notes.append(gpu_platform.check_driver(driver, gpu_platform.torch_cuda()))
-    check_config(cfg)
+    _verl_checks(cfg)
     prepare(cfg)
     check_model(cfg)
     check_data(cfg)
@@ -595,6 +597,17 @@ def record_choices(cfg: DictConfig, choices: dict, overrides: list[str] = ()) ->
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 
+def verl_searchpath() -> str:
+    """The override that points Hydra at verl's own configs as a folder. configs/train.yaml names
+    them `pkg://verl.trainer.config`, which makes Hydra import verl (~8 s of CPU) before it can
+    report even a misspelt key; the folder is found without importing it."""
+    import importlib.util
+
+    folder = Path(importlib.util.find_spec("verl").submodule_search_locations[0]) / "trainer" / "config"
+    quoted = str(folder).replace("\\", "\\\\").replace("'", "\\'")
+    return f"hydra.searchpath=['file://{quoted}']"
+
+
 def compose(overrides: list[str]) -> DictConfig:
     """The config `python -m recipes.train *overrides` would run with (for tests and tools)."""
     from hydra import compose as hydra_compose
@@ -602,7 +615,7 @@ def compose(overrides: list[str]) -> DictConfig:
 
     overrides = translate_overrides(list(overrides))
     with initialize_config_dir(str(CONFIG_DIR), version_base=None):
-        cfg = hydra_compose("train", overrides=overrides, return_hydra_config=True)
+        cfg = hydra_compose("train", overrides=[verl_searchpath(), *overrides], return_hydra_config=True)
     choices = dict(cfg.hydra.runtime.choices)
     with open_dict(cfg):
         del cfg["hydra"]
@@ -737,4 +750,6 @@ if __name__ == "__main__":
         sys.argv[1:] = [a for a in sys.argv[1:] if a not in VERBOSE_FLAGS] + ["recipes.verbose=true"]
     sys.argv[1:] = translate_overrides(sys.argv[1:])
     check_overrides(sys.argv[1:], verbose)
+    if not any(a.startswith("hydra.searchpath=") for a in sys.argv[1:]):
+        sys.argv.insert(1, verl_searchpath())
     main()
