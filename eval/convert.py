@@ -120,6 +120,12 @@ def check_checkpoint(step_dir: str | os.PathLike) -> Path:
         raise IncompleteCheckpoint(f"{step_dir}: missing actor/fsdp_config.json") from None
     except (ValueError, KeyError, TypeError) as e:
         raise IncompleteCheckpoint(f"{config}: no valid world_size ({e!r})") from None
+    # bounded by what is on disk: a world size of 10^9 in the file was a silent loop of 10^9 stats
+    entries = sum(1 for _ in actor.iterdir())
+    if world_size > entries:
+        raise IncompleteCheckpoint(
+            f"{config}: world_size {world_size} is more than the {entries} files in actor/ (one shard a rank)"
+        )
     missing = [
         f"actor/model_world_size_{world_size}_rank_{r}.pt"
         for r in range(world_size)

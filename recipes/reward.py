@@ -34,7 +34,7 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from prompt_aug.templates import format_score
 from recipes.prompt_augmentation import PAPER as PROMPT_AUG
 from recipes.settings import ConfigError, load, setting
-from rewards.grader import get_grader
+from rewards.grader import default_num_workers, default_timeout_s, get_grader
 
 SECTION = "reward.custom_reward_function.reward_kwargs"
 DAPO = "Yu et al. 2025 (DAPO), arXiv 2503.14476, sec. 3.4, eq. 13"
@@ -49,10 +49,12 @@ class RewardSettings:
         "(training, as the prompt-augmentation authors' reward); boxed = only a \\boxed{} answer (evaluation)",
     )
     timeout_s: float | None = setting(
-        None, "> 0", "time limit of one math-verify task; null: 5 s or $RECIPES_GRADER_TIMEOUT_S"
+        None,
+        "in (0, 300]",
+        "time limit of one math-verify task (no setting removes it); null: 5 s or $RECIPES_GRADER_TIMEOUT_S",
     )
     num_workers: int | None = setting(
-        None, ">= 1", "grading processes; null: $RECIPES_GRADER_WORKERS, else the cores (at most 8)"
+        None, "in [1, 256]", "grading processes; null: $RECIPES_GRADER_WORKERS, else the cores (at most 8)"
     )
     format_weight: float = setting(
         1.0,
@@ -79,6 +81,13 @@ def settings(cfg) -> RewardSettings:
     raw = OmegaConf.select(cfg, SECTION)
     raw = OmegaConf.to_container(raw, resolve=True) if raw is not None else {}
     s = load(RewardSettings, raw, SECTION)
+    try:  # what null leaves to the environment, checked before Ray: a worker would fail on it late
+        if s.timeout_s is None:
+            default_timeout_s()
+        if s.num_workers is None:
+            default_num_workers()
+    except ValueError as exc:
+        raise ConfigError(f"{exc} ({SECTION}.timeout_s and .num_workers override it).") from None
     if s.overlong_buffer_len:
         max_len = int(OmegaConf.select(cfg, "actor_rollout_ref.rollout.response_length"))
         if not s.overlong_buffer_len < max_len:

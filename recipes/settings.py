@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -31,6 +32,8 @@ RANGES: dict[str, Callable[[Any], bool]] = {
     ">= 1": lambda x: x >= 1,
     "> 0": lambda x: x > 0,
     "in (0, 1]": lambda x: 0 < x <= 1,
+    "in (0, 300]": lambda x: 0 < x <= 300,
+    "in [1, 256]": lambda x: 1 <= x <= 256,
 }
 
 
@@ -88,6 +91,8 @@ def load(cls: type, values: Mapping | None, section: str):
         kind, check = hints[name], fields[name].metadata.get("check")
         if not _type_ok(value, kind):
             raise ConfigError(f"{section}.{name}={value!r} must be {_type_name(kind)}.")
+        if isinstance(value, float) and not math.isfinite(value):  # NaN passes no range; inf passes "> 0"
+            raise ConfigError(f"{section}.{name}={value!r} must be a finite number.")
         if check is not None and value is not None and not RANGES[check](value):
             raise ConfigError(f"{section}.{name}={value!r} must be {check}.")
     if float in (hints[n] for n in values):  # ints given for float fields become floats

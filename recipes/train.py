@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import sys
 import threading
@@ -81,7 +82,7 @@ def _check_numbers(cfg: DictConfig) -> None:
         value = _get(cfg, key)
         if value is None:
             continue
-        number = isinstance(value, int | float) and not isinstance(value, bool)
+        number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
         if kind is int:
             number = number and float(value).is_integer()
         if not (number and _IN_RANGE[allowed](value)):

@@ -18,6 +18,7 @@ evaluation did).
 from __future__ import annotations
 
 import ast
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -38,6 +39,14 @@ MAX_BOXED_CHARS = 4096
 MAX_TEXT_CHARS = 200_000
 # A ground truth string longer than this is never `ast.literal_eval`-ed as a Python list.
 _MAX_LIST_LITERAL_CHARS = 20_000
+# A ground truth with more accepted answers than this is not a ground truth (a column mixed up):
+# it is refused before it is read, so its size cannot cost time outside the grader's limit.
+MAX_ANSWERS = 64
+# Bracket nesting ({, (, [) past which math-verify's verdicts are wrong, not slow: 106 levels of
+# \frac{1}{...} around 2 are graded equal to 1/2 (102 levels are right). Past this depth the grader
+# says it cannot tell (status too_deep) instead of answering; no real answer nests this deep.
+MAX_NESTING = 50
+_NAN_STRINGS = frozenset({"nan", "-nan", "+nan"})
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)")
 _BRACE_RE = re.compile(r"\\[{}]|[{}]")  # escaped braces (`\{`) do not group in LaTeX
@@ -200,13 +209,26 @@ def numeric_value(answer: str) -> Fraction | None:
     return -value if m["sign"] else value
 
 
+def nesting_depth(text: str) -> int:
+    """The deepest bracket nesting of `text` ({, ( and [; escaped \\{ included)."""
+    depth = deepest = 0
+    for ch in text:
+        if ch in "{([":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "})]" and depth:
+            depth -= 1
+    return deepest
+
+
 def normalize_ground_truth(ground_truth: Any) -> tuple[str, ...]:
     """All accepted answers of a ground truth, cleaned; an empty tuple if there are none.
 
     Accepts a string, a number (`142.0` -> "142"), a list / tuple / numpy array of those
     (several answers: any one is correct), and a Python-list *string* of strings as Minerva and
     OlympiadBench store them (`"['9.6\\n']"`). A bracketed string that is not a list of strings
-    (`"[0, 1]"`, an interval) stays one answer.
+    (`"[0, 1]"`, an interval) stays one answer. A NaN or infinite number is no answer (ValueError),
+    and neither is a list of more than MAX_ANSWERS answers.
     """
     if ground_truth is None:
         return ()
@@ -215,12 +237,16 @@ def normalize_ground_truth(ground_truth: Any) -> tuple[str, ...]:
     if isinstance(ground_truth, bool):
         raise TypeError(f"ground truth {ground_truth!r} is a bool, not an answer")
     if isinstance(ground_truth, int | float):
+        if isinstance(ground_truth, float) and not math.isfinite(ground_truth):
+            raise ValueError(f"ground truth {ground_truth!r} is not a finite number")
         if isinstance(ground_truth, float) and ground_truth.is_integer():
             ground_truth = int(ground_truth)
         return (str(ground_truth),)
     if hasattr(ground_truth, "tolist") and not isinstance(ground_truth, str):  # numpy array/scalar
         ground_truth = ground_truth.tolist()
     if isinstance(ground_truth, list | tuple):
+        if len(ground_truth) > MAX_ANSWERS:
+            raise ValueError(f"ground truth has {len(ground_truth)} answers, more than {MAX_ANSWERS}")
         out: list[str] = []
         for item in ground_truth:
             out.extend(a for a in normalize_ground_truth(item) if a not in out)
@@ -234,4 +260,6 @@ def normalize_ground_truth(ground_truth: Any) -> tuple[str, ...]:
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
             return normalize_ground_truth(value)
     cleaned = clean_answer(text)
+    if cleaned.lower() in _NAN_STRINGS:  # a NaN written out (pandas, NumPy): no answer is NaN
+        raise ValueError(f"ground truth {text!r} is not a number")
     return (cleaned,) if cleaned else ()

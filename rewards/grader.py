@@ -33,13 +33,15 @@ Result of one sample (fixed keys, so verl can stack them into arrays):
   acc          1.0 if the extracted answer is equivalent to the ground truth, else 0.0
   pred         the extracted answer ("" if none)
   timed_out    True if grading hit the time limit
-  status       ok | no_answer | timeout | error | bad_ground_truth
+  status       ok | no_answer | timeout | error | bad_ground_truth | too_deep (an answer nested
+               past rewards.extract.MAX_NESTING, where math-verify's verdicts go wrong: scores 0)
   latency_s    wall time of grading this sample
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import multiprocessing.util
 import os
@@ -54,12 +56,24 @@ from typing import Any
 import pebble
 
 from rewards import _mathverify
-from rewards.extract import Mode, clean_answer, extract_answer, normalize_ground_truth, numeric_value, to_text
+from rewards.extract import (
+    MAX_NESTING,
+    Mode,
+    clean_answer,
+    extract_answer,
+    nesting_depth,
+    normalize_ground_truth,
+    numeric_value,
+    to_text,
+)
 
 DEFAULT_TIMEOUT_S = 5.0
+# Every grading task has a limit, and no setting can remove it: at most this many seconds.
+MAX_TIMEOUT_S = 300.0
+MAX_WORKERS = 256
 ENV_WORKERS = "RECIPES_GRADER_WORKERS"
 ENV_TIMEOUT = "RECIPES_GRADER_TIMEOUT_S"
-STATUSES = ("ok", "no_answer", "timeout", "error", "bad_ground_truth")
+STATUSES = ("ok", "no_answer", "timeout", "error", "bad_ground_truth", "too_deep")
 _GOLD_CACHE_SIZE = 8192
 logger = logging.getLogger(__name__)
 _warned: set[str] = set()
@@ -75,17 +89,33 @@ def _warn_bad_ground_truth(ground_truth: Any) -> None:
         )
 
 
+def check_timeout_s(value: Any, name: str = "timeout_s") -> float:
+    """A grading time limit: a finite number of seconds in (0, MAX_TIMEOUT_S]. ValueError naming
+    `name` otherwise (NaN and inf would switch the limit off)."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if isinstance(value, bool) or not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT_S):
+        raise ValueError(f"{name}={value!r} must be a number of seconds in (0, {MAX_TIMEOUT_S:g}]")
+    return seconds
+
+
 def default_num_workers() -> int:
-    """`$RECIPES_GRADER_WORKERS`, else the number of cores, capped at 8 (a Ray node can have
-    96 cores and several reward workers, each with its own pool)."""
+    """`$RECIPES_GRADER_WORKERS` (1 to MAX_WORKERS), else the number of cores, capped at 8 (a Ray
+    node can have 96 cores and several reward workers, each with its own pool)."""
     env = os.environ.get(ENV_WORKERS)
     if env:
-        return max(1, int(env))
+        if not (env.strip().isdigit() and 1 <= int(env) <= MAX_WORKERS):
+            raise ValueError(f"${ENV_WORKERS}={env!r} must be an integer from 1 to {MAX_WORKERS}")
+        return int(env)
     return max(1, min(8, os.cpu_count() or 1))
 
 
 def default_timeout_s() -> float:
-    return float(os.environ.get(ENV_TIMEOUT, DEFAULT_TIMEOUT_S))
+    """`$RECIPES_GRADER_TIMEOUT_S` (checked: check_timeout_s), else DEFAULT_TIMEOUT_S."""
+    env = os.environ.get(ENV_TIMEOUT)
+    return check_timeout_s(env, f"${ENV_TIMEOUT}") if env else DEFAULT_TIMEOUT_S
 
 
 def _stop_pool(pool: pebble.ProcessPool, owner_pid: int) -> None:
@@ -117,9 +147,9 @@ class Grader:
 
     def __init__(self, num_workers: int | None = None, timeout_s: float | None = None):
         self.num_workers = num_workers or default_num_workers()
-        self.timeout_s = float(timeout_s if timeout_s is not None else default_timeout_s())
-        if self.timeout_s <= 0:
-            raise ValueError(f"grader timeout_s must be > 0, got {self.timeout_s}")
+        self.timeout_s = (
+            check_timeout_s(timeout_s, "grader timeout_s") if timeout_s is not None else default_timeout_s()
+        )
         self._lock = threading.Lock()
         self._pool: pebble.ProcessPool | None = None
         self._pool_pid: int | None = None
@@ -232,7 +262,7 @@ class Grader:
             }
             out.set_result(result)
 
-        if not golds:
+        if not golds or max(map(nesting_depth, golds)) > MAX_NESTING:
             _warn_bad_ground_truth(ground_truth)
             finish(False, "bad_ground_truth")
         elif not pred:
@@ -241,6 +271,8 @@ class Grader:
             finish(True, "ok")
         elif (verdict := _numeric_verdict(pred, golds)) is not None:
             finish(verdict, "ok")
+        elif nesting_depth(pred) > MAX_NESTING:
+            finish(False, "too_deep")
         else:
 
             def on_verified(task: Future) -> None:
@@ -299,7 +331,7 @@ def get_grader(num_workers: int | None = None, timeout_s: float | None = None) -
     global _default
     with _default_lock:
         want_workers = num_workers or default_num_workers()
-        want_timeout = float(timeout_s if timeout_s is not None else default_timeout_s())
+        want_timeout = check_timeout_s(timeout_s) if timeout_s is not None else default_timeout_s()
         if _default is None or (_default.num_workers, _default.timeout_s) != (want_workers, want_timeout):
             if _default is not None:
                 _default.close()

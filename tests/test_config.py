@@ -342,6 +342,54 @@ def test_cli_rejects_a_bad_config_before_ray_starts(tmp_path):
     assert time.monotonic() - t0 < 60
 
 
+@pytest.mark.parametrize(
+    ("override", "env", "message"),
+    [
+        (
+            "actor_rollout_ref.actor.optim.lr=inf",
+            {},
+            "actor_rollout_ref.actor.optim.lr=inf must be a number > 0.",
+        ),
+        (
+            "+reward.custom_reward_function.reward_kwargs.timeout_s=inf",
+            {},
+            "reward.custom_reward_function.reward_kwargs.timeout_s=inf must be a finite number.",
+        ),
+        (
+            "+reward.custom_reward_function.reward_kwargs.timeout_s=1e9",
+            {},
+            "reward.custom_reward_function.reward_kwargs.timeout_s=1000000000.0 must be in (0, 300].",
+        ),
+        (
+            None,
+            {"RECIPES_GRADER_TIMEOUT_S": "nan"},
+            "$RECIPES_GRADER_TIMEOUT_S='nan' must be a number of seconds",
+        ),
+        (
+            None,
+            {"RECIPES_GRADER_TIMEOUT_S": "abc"},
+            "$RECIPES_GRADER_TIMEOUT_S='abc' must be a number of seconds",
+        ),
+        (  # platform=cpu sets 2 workers; null leaves it to the variable
+            "reward.custom_reward_function.reward_kwargs.num_workers=null",
+            {"RECIPES_GRADER_WORKERS": "0"},
+            "$RECIPES_GRADER_WORKERS='0' must be an integer from 1 to 256",
+        ),
+    ],
+)
+def test_a_setting_or_variable_that_would_remove_a_limit_is_a_config_error(
+    override, env, message, monkeypatch
+):
+    """inf passed every `> 0` check; NaN or inf in $RECIPES_GRADER_TIMEOUT_S switched the grading
+    time limit off, and a non-number failed only inside a Ray worker."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    cfg = compose(["experiment=demo_cpu", *([override] if override else [])])
+    with pytest.raises(ConfigError) as err:
+        check_config(cfg)
+    assert str(err.value).startswith(message), str(err.value)
+
+
 @pytest.mark.slow  # a fresh interpreter (or several) importing verl
 def test_cfg_job_prints_the_resolved_config_without_running(tmp_path):
     out = _run_cli(tmp_path, "experiment=demo_cpu", "model=smollm2_135m", "--cfg", "job")

@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,14 @@ def test_incomplete_checkpoints_name_what_is_missing(tiny, tmp_path):
     (step / "actor" / "fsdp_config.json").write_text('{"world_size": "two"}')
     with pytest.raises(cv.IncompleteCheckpoint, match="no valid world_size"):
         cv.check_checkpoint(step)
+    # a world size no disk holds is refused at once (it was a silent loop, killed at 115 s)
+    (step / "actor" / "fsdp_config.json").write_text('{"world_size": 1000000000}')
+    t0 = time.monotonic()
+    with pytest.raises(
+        cv.IncompleteCheckpoint, match=r"world_size 1000000000 is more than the \d+ files in actor/"
+    ):
+        cv.check_checkpoint(step)
+    assert time.monotonic() - t0 < 1.0
     shutil.rmtree(step / "actor")
     with pytest.raises(cv.IncompleteCheckpoint, match="no actor/ folder"):
         cv.check_checkpoint(step)

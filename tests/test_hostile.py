@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from rewards import compute_score
+from rewards.extract import MAX_ANSWERS, MAX_NESTING, nesting_depth, normalize_ground_truth
+from rewards.grader import ENV_TIMEOUT, Grader, default_timeout_s
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The `grader` fixture (conftest) and the compute_score calls below use this time limit.
@@ -55,7 +57,7 @@ def test_hostile_response_is_bounded(grader, name):
     assert elapsed < BOUND_S, f"{name} took {elapsed:.1f}s"
     assert set(result) >= {"score", "acc", "pred", "timed_out", "status"}
     assert math.isfinite(result["score"])
-    assert result["status"] in {"ok", "no_answer", "timeout", "error"}
+    assert result["status"] in {"ok", "no_answer", "timeout", "error", "too_deep"}
     if name in {"one_megabyte", "two_thousand_boxes", "invalid_utf8", "lone_surrogates"}:
         assert result["acc"] == 1.0, result  # the real answer is still found
     if name in {"empty", "none", "two_thousand_open_boxes", "open_boxes_1mb"}:
@@ -108,7 +110,7 @@ def test_empty_ground_truth_scores_zero_with_reason(grader, gold):
 @pytest.mark.parametrize(
     "gold,status",
     [
-        ("(" * 2000 + "1" + ")" * 2000, "bad_ground_truth"),  # parsing the ground truth hangs
+        ("(" * 2000 + "1" + ")" * 2000, "bad_ground_truth"),  # nested past MAX_NESTING: not an answer
         ("9^{9^{9^9}}", "timeout"),  # it parses, but comparing with it hangs
     ],
 )
@@ -117,6 +119,70 @@ def test_hanging_ground_truth_scores_zero_with_reason(grader, gold, status):
     result = grader.grade("\\boxed{1}", gold)
     assert time.perf_counter() - t0 < BOUND_S
     assert result["status"] == status and result["score"] == 0.0
+
+
+def continued(levels: int, inner: str = "2") -> str:
+    """`levels` nested \\frac{1}{...} around `inner`: worth `inner` for an even count."""
+    for _ in range(levels):
+        inner = "\\frac{1}{" + inner + "}"
+    return inner
+
+
+@pytest.mark.parametrize("levels", [106, 400])
+def test_an_answer_nested_past_the_safe_depth_is_too_deep_not_a_wrong_verdict(grader, levels):
+    """math-verify grades 106 or more levels of \\frac{1}{...} around 2 (worth 2) equal to 1/2 and
+    not equal to 2; past MAX_NESTING the grader says it cannot tell, for either ground truth."""
+    answer = f"\\boxed{{{continued(levels)}}}"
+    for gold in ("2", "1/2"):
+        result = grader.grade(answer, gold)
+        assert (result["status"], result["acc"]) == ("too_deep", 0.0), (gold, result)
+
+
+def test_an_answer_within_the_safe_depth_is_graded():
+    """Right at MAX_NESTING math-verify still decides, and decides right."""
+    answer = f"\\boxed{{{continued(MAX_NESTING - 1)}}}"  # the \\boxed{} brace is one level more
+    assert nesting_depth(answer) == MAX_NESTING
+    g = Grader(num_workers=1, timeout_s=60.0)  # a deep parse is slow, not wrong
+    try:
+        result = g.grade(answer, "1/2")  # 49 levels: worth 1/2
+    finally:
+        g.close()
+    assert (result["status"], result["acc"]) == ("ok", 1.0), result
+
+
+@pytest.mark.parametrize(
+    "gold", [math.nan, math.inf, -math.inf, "nan", "NaN", [math.nan], list(range(MAX_ANSWERS + 1))]
+)
+def test_a_nan_infinite_or_oversized_ground_truth_is_bad(grader, gold):
+    """A NaN ground truth accepted \\boxed{nan}; a 60,000-item list took 36 s outside the limit."""
+    t0 = time.perf_counter()
+    result = grader.grade("\\boxed{nan}", gold)
+    assert (result["status"], result["acc"]) == ("bad_ground_truth", 0.0)
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_a_huge_ground_truth_list_is_refused_before_it_is_read():
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="60000 answers, more than 64"):
+        normalize_ground_truth([str(i) for i in range(60_000)])
+    assert time.perf_counter() - t0 < 0.5
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "1e9", "abc", ""])
+def test_no_setting_removes_the_grading_time_limit(value, monkeypatch):
+    """NaN or inf passed the old `<= 0` check and switched the limit off (a power tower then
+    graded for 40+ s)."""
+    monkeypatch.setenv(ENV_TIMEOUT, value)
+    if value == "":  # unset in effect: the default
+        assert default_timeout_s() == 5.0
+        return
+    with pytest.raises(
+        ValueError, match=r"RECIPES_GRADER_TIMEOUT_S=.* must be a number of seconds in \(0, 300\]"
+    ):
+        default_timeout_s()
+    for bad in (math.nan, math.inf, 0, 301):
+        with pytest.raises(ValueError, match="must be a number of seconds"):
+            Grader(num_workers=1, timeout_s=bad)
 
 
 @pytest.mark.slow  # seconds of hung tasks, or fresh processes

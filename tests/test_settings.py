@@ -45,6 +45,9 @@ def test_load_takes_defaults_and_coerces_ints_to_floats():
         ({"mode": "c"}, "s.mode='c' must be one of 'a', 'b'."),
         ({"limit": -1}, "s.limit=-1 must be > 0."),
         ({"limit": "x"}, "s.limit='x' must be a number or null."),
+        # NaN passes no range check and inf passes "> 0": neither is a value a setting can take
+        ({"limit": float("inf")}, "s.limit=inf must be a finite number."),
+        ({"limit": float("nan")}, "s.limit=nan must be a finite number."),
         ({"names": "x"}, "s.names='x' must be list."),
         ({"mode": "b"}, "s: mode b needs a limit"),
     ],
