@@ -11,7 +11,7 @@ spacing aside) gives that choice's letter, else `C`, `(C)`, `(C) text`, `C)`, `C
 give the letter C. Correct when the letter is the answer's letter. No math-verify involved.
 
 Every result is a dict with `acc` (0.0/1.0), `pred` (the extracted answer, "" if none) and `status`
-(the grader's statuses: ok | no_answer | timeout | error | bad_ground_truth).
+(the grader's statuses: ok | no_answer | timeout | error | bad_ground_truth | too_deep).
 """
 
 from __future__ import annotations
