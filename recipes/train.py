@@ -108,8 +108,45 @@ def _check_added_keys(cfg: DictConfig) -> None:
         )
 
 
+def _writable_folder(key: str, value) -> None:
+    """`value` (config key `key`) is a folder this process can create or write into. Probed with a
+    temporary folder in its nearest existing ancestor (removed at once): permission bits say
+    nothing for root, and /proc or a read-only mount only refuse the write itself."""
+    import tempfile
+
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{key}={value!r} is empty: name a folder (an empty $RECIPES_CACHE counts as set).")
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{key}={value}: that is a file, not a folder.")
+    ancestor = path
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    try:
+        if not ancestor.is_dir():
+            raise NotADirectoryError(f"{ancestor} is a file")
+        tempfile.TemporaryDirectory(dir=ancestor, prefix=".recipes-probe-").cleanup()
+    except OSError as exc:
+        raise ConfigError(f"{key}={value}: cannot write there ({exc.strerror or exc}).") from None
+
+
+def _check_paths(cfg: DictConfig) -> None:
+    """Where a run writes: names that are names (no path escaping outputs/), folders that exist
+    or can be made. Checked before anything is written."""
+    for key in ("trainer.project_name", "trainer.experiment_name"):
+        name = str(_get(cfg, key))
+        if not name.strip() or "/" in name or "\\" in name or name in (".", ".."):
+            raise ConfigError(
+                f"{key}={name!r} must be a plain name (it is a folder under outputs/); "
+                "set recipes.output_dir to write elsewhere."
+            )
+    for key in ("recipes.output_dir", "recipes.cache_dir"):
+        _writable_folder(key, _get(cfg, key))
+
+
 def validate(cfg: DictConfig) -> None:
     """Our checks, in the order a user would want to hear about them. Raises ConfigError."""
+    _check_paths(cfg)
     _check_added_keys(cfg)
     _check_numbers(cfg)
     for group, key, choices in (
@@ -655,22 +692,50 @@ def main(cfg: DictConfig) -> None:
         sys.exit(2)
 
 
-def check_overrides(args: list[str], verbose: bool = False) -> None:
+def check_overrides(args: list[str], verbose: bool = False) -> DictConfig | None:
     """Hydra's own errors (an unknown group option, a key not in the config, a bad override) as
     one `config error:` line and exit 2, before Hydra prints its own report and exits 1. What
-    importing verl prints on the way (platform detection) is dropped unless `verbose`."""
+    importing verl prints on the way (platform detection) is dropped unless `verbose`. The
+    composed config (None for Hydra's own flags, which compose nothing)."""
     if any(a.startswith("-") for a in args):  # --cfg, --help, -m: Hydra's own flags
-        return
+        return None
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
     try:
         with held(enabled=not verbose, expected=(HydraException, OmegaConfBaseException)):
-            compose(args)
+            return compose(args)
     except (HydraException, OmegaConfBaseException) as exc:
         text = str(exc).split("Config search path", 1)[0]  # where Hydra looked: noise here
         print(f"config error: {' '.join(text.split())[:600]}", file=sys.stderr, flush=True)
         sys.exit(2)
+
+
+def _launch(cfg: DictConfig | None) -> None:
+    """Hydra's main, after the path checks (Hydra writes <output_dir>/hydra/ before our checks
+    run): a launch that fails its checks (exit 2) removes the folders it created."""
+    if cfg is None:
+        main()
+        return
+    try:
+        _check_paths(cfg)
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    out = Path(_get(cfg, "recipes.output_dir")).expanduser()
+    new = [p for p in (out / "hydra", out) if not p.exists()]
+    try:
+        main()
+    except SystemExit as exc:
+        if exc.code == 2:
+            import shutil
+
+            for folder in new:  # ours alone: nothing that was there before the launch
+                if folder.name == "hydra":
+                    shutil.rmtree(folder, ignore_errors=True)
+                elif folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
+        raise
 
 
 VERBOSE_FLAGS = ("-v", "--verbose")
@@ -750,7 +815,7 @@ if __name__ == "__main__":
     if verbose:  # ours, not Hydra's: recipes.verbose=true
         sys.argv[1:] = [a for a in sys.argv[1:] if a not in VERBOSE_FLAGS] + ["recipes.verbose=true"]
     sys.argv[1:] = translate_overrides(sys.argv[1:])
-    check_overrides(sys.argv[1:], verbose)
+    composed = check_overrides(sys.argv[1:], verbose)
     if not any(a.startswith("hydra.searchpath=") for a in sys.argv[1:]):
         sys.argv.insert(1, verl_searchpath())
-    main()
+    _launch(composed)

@@ -390,6 +390,48 @@ def test_a_setting_or_variable_that_would_remove_a_limit_is_a_config_error(
     assert str(err.value).startswith(message), str(err.value)
 
 
+@pytest.mark.slow  # fresh interpreters (each ~2 s: our checks come before verl is imported)
+def test_paths_that_escape_or_cannot_be_written_fail_in_one_line_and_write_nothing(tmp_path):
+    """`RECIPES_CACHE=` wrote the toy data to /data/; `trainer.experiment_name=../../x` wrote
+    outside outputs/; every config error left <output_dir>/hydra/ behind."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "a_file").write_text("")
+    cases = [
+        ({"RECIPES_CACHE": ""}, [], "recipes.cache_dir='' is empty"),
+        ({"RECIPES_CACHE": "/proc/x"}, [], "recipes.cache_dir=/proc/x: cannot write there"),
+        (
+            {},
+            ["trainer.experiment_name=../../../../x"],
+            "trainer.experiment_name='../../../../x' must be a plain name",
+        ),
+        ({}, ["trainer.project_name=/abs"], "trainer.project_name='/abs' must be a plain name"),
+        ({}, [f"recipes.output_dir={tmp_path / 'a_file'}"], "that is a file, not a folder"),
+        ({}, [f"recipes.output_dir={tmp_path / 'a_file' / 'x'}"], "cannot write there"),
+        # fails later, in the checks inside Hydra's main: the folder Hydra made is removed again
+        (
+            {},
+            [f"recipes.output_dir={tmp_path / 'new'}", "trainer.total_epochs=0"],
+            "trainer.total_epochs=0 must be",
+        ),
+    ]
+    for env, args, message in cases:
+        proc = subprocess.run(
+            [sys.executable, "-m", "recipes.train", "experiment=demo_cpu", *args],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            # this checkout's code whatever the working folder (a worktree shares the venv)
+            env={**os.environ, "PYTHONPATH": str(REPO), "RECIPES_CACHE": str(tmp_path / "cache"), **env},
+        )
+        assert proc.returncode == 2 and proc.stderr.startswith("config error: "), (args, proc.stderr[-2000:])
+        assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr[-2000:]
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "work"], args
+        assert not any(work.iterdir()), args
+    assert not Path("/data/toy_arithmetic").exists()
+
+
 @pytest.mark.slow  # a fresh interpreter (or several) importing verl
 def test_cfg_job_prints_the_resolved_config_without_running(tmp_path):
     out = _run_cli(tmp_path, "experiment=demo_cpu", "model=smollm2_135m", "--cfg", "job")
