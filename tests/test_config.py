@@ -104,7 +104,7 @@ BAD = [
     (["data.train_batch_size=2.5"], "data.train_batch_size=2.5 must be an integer"),
     (
         ["+reward.custom_reward_function.reward_kwargs.timeout_s=0"],
-        "reward_kwargs.timeout_s=0 must be > 0",
+        "reward_kwargs.timeout_s=0 must be in (0, 300]",
     ),
     # misspelled keys added with `+`, as Hydra suggests for a key it does not know
     (["+trainer.total_trainig_steps=3"], "did you mean trainer.total_training_steps?"),
