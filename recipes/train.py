@@ -296,6 +296,7 @@ def _verl_checks(cfg: DictConfig) -> None:
         except Exception as exc:  # verl raises TypeError/ValueError/AssertionError here
             raise ConfigError(f"{key}: {_one_line(exc)}") from exc
     from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY
+    from verl.utils.tracking import Tracking
 
     for key, known in (
         ("algorithm.adv_estimator", ADV_ESTIMATOR_REGISTRY),
@@ -304,6 +305,10 @@ def _verl_checks(cfg: DictConfig) -> None:
         name = str(_get(cfg, key))
         if name not in known:
             raise ConfigError(f"{key}={name} is not registered with verl; known: {sorted(known)}.")
+    loggers = _get(cfg, "trainer.logger")
+    for name in [loggers] if isinstance(loggers, str) else list(loggers or []):
+        if name not in Tracking.supported_backend:  # verl raises it only in the trainer, after Ray
+            raise ConfigError(f"trainer.logger: {name!r} is not one of verl's {Tracking.supported_backend}.")
     try:
         validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     except (AssertionError, ValueError, TypeError) as exc:
@@ -353,16 +358,41 @@ def check_model(cfg: DictConfig) -> None:
             raise ConfigError(
                 f"{key}={path}: no model there (a folder with config.json, or a hub id ORG/NAME)."
             )
+        _check_context(cfg, local / "config.json")
         return
-    offline = any(os.environ.get(v, "").lower() in _TRUE for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-    if offline:
-        from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub import try_to_load_from_cache
 
-        if not isinstance(try_to_load_from_cache(path, "config.json"), str):
-            raise ConfigError(
-                f"{key}={path}: not in the local Hugging Face cache, and HF_HUB_OFFLINE is set "
-                "(download it once online, or give a local folder)."
-            )
+    cached = try_to_load_from_cache(path, "config.json")
+    offline = any(os.environ.get(v, "").lower() in _TRUE for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    if offline and not isinstance(cached, str):
+        raise ConfigError(
+            f"{key}={path}: not in the local Hugging Face cache, and HF_HUB_OFFLINE is set "
+            "(download it once online, or give a local folder)."
+        )
+    if isinstance(cached, str):
+        _check_context(cfg, Path(cached))
+
+
+def _check_context(cfg: DictConfig, config_json: Path) -> None:
+    """A prompt and its response fit in the model's context (max_position_embeddings, times a
+    rope-scaling factor; an override_config of the model wins)."""
+    try:
+        c = json.loads(config_json.read_text())
+    except (OSError, ValueError):
+        return  # verl reports an unreadable config itself
+    c.update(_get(cfg, "actor_rollout_ref.model.override_config") or {})
+    context = c.get("max_position_embeddings")
+    if not isinstance(context, int):
+        return
+    factor = (c.get("rope_scaling") or {}).get("factor") if isinstance(c.get("rope_scaling"), dict) else None
+    if isinstance(factor, int | float) and factor > 1:
+        context = int(context * factor)
+    prompt, response = int(_get(cfg, "data.max_prompt_length")), int(_get(cfg, "data.max_response_length"))
+    if prompt + response > context:
+        raise ConfigError(
+            f"data.max_prompt_length + data.max_response_length = {prompt} + {response} = {prompt + response} "
+            f"tokens is more than the model's context of {context} ({config_json})."
+        )
 
 
 def check_data(cfg: DictConfig) -> None:
@@ -653,7 +683,8 @@ def compose(overrides: list[str]) -> DictConfig:
 
     overrides = translate_overrides(list(overrides))
     with initialize_config_dir(str(CONFIG_DIR), version_base=None):
-        cfg = hydra_compose("train", overrides=[verl_searchpath(), *overrides], return_hydra_config=True)
+        ours = [] if any(o.startswith("hydra.searchpath=") for o in overrides) else [verl_searchpath()]
+        cfg = hydra_compose("train", overrides=[*ours, *overrides], return_hydra_config=True)
     choices = dict(cfg.hydra.runtime.choices)
     with open_dict(cfg):
         del cfg["hydra"]
@@ -699,14 +730,21 @@ def check_overrides(args: list[str], verbose: bool = False) -> DictConfig | None
     composed config (None for Hydra's own flags, which compose nothing)."""
     if any(a.startswith("-") for a in args):  # --cfg, --help, -m: Hydra's own flags
         return None
+    import yaml
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    errors = (HydraException, OmegaConfBaseException, yaml.YAMLError)
     try:
-        with held(enabled=not verbose, expected=(HydraException, OmegaConfBaseException)):
-            return compose(args)
-    except (HydraException, OmegaConfBaseException) as exc:
+        with held(enabled=not verbose, expected=errors):
+            cfg = compose(args)
+            # every interpolation resolves (`${oc.env:UNSET}` failed later, with a traceback)
+            OmegaConf.to_container(cfg, resolve=True)
+            return cfg
+    except errors as exc:
         text = str(exc).split("Config search path", 1)[0]  # where Hydra looked: noise here
+        if isinstance(exc, yaml.YAMLError):  # a config file that is not YAML: where, then what
+            text = f"not valid YAML: {text}"
         print(f"config error: {' '.join(text.split())[:600]}", file=sys.stderr, flush=True)
         sys.exit(2)
 

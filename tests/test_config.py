@@ -328,7 +328,7 @@ def _run_cli(cache: Path, *args: str) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "RECIPES_CACHE": str(cache)},
+        env={**os.environ, "RECIPES_CACHE": str(cache), "PYTHONPATH": str(REPO)},
     )
 
 
@@ -430,6 +430,46 @@ def test_paths_that_escape_or_cannot_be_written_fail_in_one_line_and_write_nothi
         assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "work"], args
         assert not any(work.iterdir()), args
     assert not Path("/data/toy_arithmetic").exists()
+
+
+@pytest.mark.slow  # fresh interpreters, a few seconds each
+def test_configs_that_used_to_start_ray_or_crash_are_one_config_error_line(tmp_path):
+    """Accepted before (Ray would have started): a response longer than the model's context, a
+    logger verl does not have. Tracebacks before: a config file that is not YAML, an
+    interpolation that cannot resolve."""
+    from recipes.train import verl_searchpath
+
+    mine = tmp_path / "mine" / "experiment"
+    mine.mkdir(parents=True)
+    (mine / "unclosed.yaml").write_text("defaults:\n  - demo_cpu\ntrainer: [unclosed\n")
+    (mine / "tab.yaml").write_text("a: 1\n\tb: 2\n")
+    (mine / "duplicate.yaml").write_text("a: 1\na: 2\n")
+    verl = verl_searchpath().split("=", 1)[1][2:-2]  # file://... of verl's configs
+    ours = f"hydra.searchpath=['{verl}','file://{tmp_path / 'mine'}']"
+    cases = [
+        (
+            ["data.max_response_length=100000"],
+            "128 + 100000 = 100128 tokens is more than the model's context of",
+        ),
+        (["trainer.logger=[file,nosuchlogger]"], "trainer.logger: 'nosuchlogger' is not one of verl's"),
+        ([ours, "experiment=unclosed"], "not valid YAML: while parsing a flow sequence"),
+        ([ours, "experiment=tab"], "not valid YAML: while scanning for the next token"),
+        ([ours, "experiment=duplicate"], "not valid YAML"),
+        (
+            ["trainer.project_name=${oc.env:RECIPES_TEST_UNSET}"],
+            "Environment variable 'RECIPES_TEST_UNSET' not found",
+        ),
+    ]
+    for args, message in cases:
+        if not any(a.startswith("experiment=") for a in args):
+            args = ["experiment=demo_cpu", *args]
+        proc = _run_cli(tmp_path, *args, f"recipes.output_dir={tmp_path / 'out'}")
+        assert proc.returncode == 2 and proc.stderr.startswith("config error: "), (args, proc.stderr[-2000:])
+        assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, (
+            args,
+            proc.stderr[-2000:],
+        )
+        assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow  # a fresh interpreter (or several) importing verl
