@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -123,9 +124,12 @@ def _launch_together(cache: Path, runs: list[tuple]) -> list[subprocess.Complete
         cmd = [sys.executable, "-m", "recipes.train", *args]
         procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, stdout=stdout, stderr=stderr, text=True))
     done = []
+    # A launch takes 1.5-3 minutes on 2 cores, most of it start-up; beside the other worker's
+    # heaviest tests, up to 10. The limit is for a hang, not for a busy machine.
+    deadline = time.monotonic() + 900
     try:
         for proc, (stdout, stderr) in zip(procs, logs, strict=True):
-            proc.wait(timeout=600)  # a launch takes 1.5-3 minutes on 2 cores, most of it start-up
+            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
             stdout.seek(0)
             stderr.seek(0)
             done.append(subprocess.CompletedProcess(proc.args, proc.returncode, stdout.read(), stderr.read()))

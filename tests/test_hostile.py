@@ -72,9 +72,9 @@ def test_extraction_is_linear_on_a_megabyte(name):
     linear whatever the model wrote (the old nested brace scan took a minute on these)."""
     from rewards.extract import extract_answer
 
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # this process's CPU time: a busy machine does not inflate it
     extract_answer(HOSTILE[name])
-    assert time.perf_counter() - t0 < 1.0
+    assert time.process_time() - t0 < 1.0
 
 
 INJECTIONS = [
@@ -158,14 +158,15 @@ def test_a_nan_infinite_or_oversized_ground_truth_is_bad(grader, gold):
     t0 = time.perf_counter()
     result = grader.grade("\\boxed{nan}", gold)
     assert (result["status"], result["acc"]) == ("bad_ground_truth", 0.0)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.perf_counter() - t0 < BOUND_S
 
 
 def test_a_huge_ground_truth_list_is_refused_before_it_is_read():
-    t0 = time.perf_counter()
+    gold = [str(i) for i in range(60_000)]
+    t0 = time.process_time()
     with pytest.raises(ValueError, match="60000 answers, more than 64"):
-        normalize_ground_truth([str(i) for i in range(60_000)])
-    assert time.perf_counter() - t0 < 0.5
+        normalize_ground_truth(gold)
+    assert time.process_time() - t0 < 0.1
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "1e9", "abc", ""])

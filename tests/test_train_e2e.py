@@ -25,8 +25,8 @@ from rewards.grader import STATUSES
 
 REPO = Path(__file__).resolve().parents[1]
 
-# a test of up to two launches needs more than the suite's default 600 s
-pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.vllm, pytest.mark.timeout(1200)]
+# the launches fixture runs two pairs of launches, each allowed 900 s (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.vllm, pytest.mark.timeout(2400)]
 
 # The weights reached vLLM: verl compares the rollout's log-probs with the actor's recomputation of
 # the same tokens every step. Measured on the tiny model in float32: mean |p_rollout - p_actor|
