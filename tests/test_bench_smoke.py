@@ -14,7 +14,7 @@ BENCH = Path(__file__).resolve().parents[1] / "scripts" / "bench" / "grader_benc
 @pytest.mark.slow
 def test_grader_bench_prints_both_tables():
     out = subprocess.run(
-        [sys.executable, str(BENCH), "--questions", "2", "--cap", "90", "--timeout-s", "1"],
+        [sys.executable, str(BENCH), "--questions", "2", "--cap", "30", "--timeout-s", "1"],
         capture_output=True,
         text=True,
         timeout=900,
@@ -24,7 +24,14 @@ def test_grader_bench_prints_both_tables():
     assert "## clean step" in text and "## same step + 8 hanging responses" in text
     rows = [line for line in text.splitlines() if line.startswith("| ours") or line.startswith("| verl")]
     assert len(rows) == 6, text
-    assert all("16/16" in r or "24/24" in r for r in rows), text  # every contender finished
+    # ours finish every sample; verl's built-in may not within the cap on a busy machine (its
+    # math-verify timeouts do not work off the main thread), and its row then says so
+    assert all(r.endswith(("| 16/16 |", "| 24/24 |")) for r in rows if r.startswith("| ours")), text
+    assert all(
+        r.endswith(("| 16/16 |", "| 24/24 |")) or "(killed at the 30 s cap)" in r
+        for r in rows
+        if r.startswith("| verl")
+    ), text
     assert "Throughput, ours (same calling convention) / verl built-in" in text
 
 

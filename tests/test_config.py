@@ -432,12 +432,30 @@ def test_paths_that_escape_or_cannot_be_written_fail_in_one_line_and_write_nothi
     assert not Path("/data/toy_arithmetic").exists()
 
 
-@pytest.mark.slow  # fresh interpreters, a few seconds each
-def test_configs_that_used_to_start_ray_or_crash_are_one_config_error_line(tmp_path):
+@pytest.mark.slow  # one fresh interpreter importing verl
+def test_configs_that_used_to_start_ray_or_crash_are_one_config_error_line(
+    recipes_cache, tiny_model, tmp_path, capsys
+):
     """Accepted before (Ray would have started): a response longer than the model's context, a
     logger verl does not have. Tracebacks before: a config file that is not YAML, an
     interpolation that cannot resolve."""
-    from recipes.train import verl_searchpath
+    from recipes.train import check_overrides, verl_searchpath
+
+    # the command itself, once: it fails in the model check, after verl's, and writes nothing
+    out = tmp_path / "out"
+    proc = _run_cli(
+        recipes_cache, "experiment=demo_cpu", "data.max_response_length=100000", f"recipes.output_dir={out}"
+    )
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr[-2000:]
+    assert (
+        "config error: data.max_prompt_length + data.max_response_length = 128 + 100000 = 100128 tokens "
+        in (proc.stderr)
+        and f"is more than the model's context of 2048 ({tiny_model / 'config.json'})" in proc.stderr
+    )
+    assert not out.exists()
+
+    with pytest.raises(ConfigError, match=r"trainer.logger: 'nosuchlogger' is not one of verl's \["):
+        check_config(compose(["experiment=demo_cpu", "trainer.logger=[file,nosuchlogger]"]))
 
     mine = tmp_path / "mine" / "experiment"
     mine.mkdir(parents=True)
@@ -446,30 +464,20 @@ def test_configs_that_used_to_start_ray_or_crash_are_one_config_error_line(tmp_p
     (mine / "duplicate.yaml").write_text("a: 1\na: 2\n")
     verl = verl_searchpath().split("=", 1)[1][2:-2]  # file://... of verl's configs
     ours = f"hydra.searchpath=['{verl}','file://{tmp_path / 'mine'}']"
-    cases = [
-        (
-            ["data.max_response_length=100000"],
-            "128 + 100000 = 100128 tokens is more than the model's context of",
-        ),
-        (["trainer.logger=[file,nosuchlogger]"], "trainer.logger: 'nosuchlogger' is not one of verl's"),
+    for args, message in [
         ([ours, "experiment=unclosed"], "not valid YAML: while parsing a flow sequence"),
         ([ours, "experiment=tab"], "not valid YAML: while scanning for the next token"),
         ([ours, "experiment=duplicate"], "not valid YAML"),
         (
-            ["trainer.project_name=${oc.env:RECIPES_TEST_UNSET}"],
+            ["experiment=demo_cpu", "trainer.project_name=${oc.env:RECIPES_TEST_UNSET}"],
             "Environment variable 'RECIPES_TEST_UNSET' not found",
         ),
-    ]
-    for args, message in cases:
-        if not any(a.startswith("experiment=") for a in args):
-            args = ["experiment=demo_cpu", *args]
-        proc = _run_cli(tmp_path, *args, f"recipes.output_dir={tmp_path / 'out'}")
-        assert proc.returncode == 2 and proc.stderr.startswith("config error: "), (args, proc.stderr[-2000:])
-        assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, (
-            args,
-            proc.stderr[-2000:],
-        )
-        assert not (tmp_path / "out").exists()
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            check_overrides(args)
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and err.startswith("config error: ") and message in err, (args, err)
+        assert len(err.strip().splitlines()) == 1, err
 
 
 @pytest.mark.slow  # a fresh interpreter (or several) importing verl
