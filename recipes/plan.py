@@ -53,10 +53,13 @@ HBM_BYTES_S, HBM_SHARE = 3.35e12, 0.5
 BF16_FLOPS, MFU = 989e12, 0.35
 MEAN_LENGTH = 0.5  # responses and prompts at half their limits (an assumption, said on the line)
 VLLM_OVERHEAD_GIB = 2.0  # vLLM's activations and CUDA graphs inside its share (estimate)
-# bytes per token per vocabulary entry in the logits pass, beside the logits in the compute dtype:
-# their fp32 log-softmax and the entropy's fp32 probabilities; a backward adds the fp32 gradient
-LOGITS_FP32_COPIES = 2
-LOGITS_GRAD = 4
+# Copies of the T x V logits in the compute dtype that a pass holds at its peak. The update: the
+# logits and the log-softmax kept for the backward; measured on an H200 with verl's update replayed
+# (scripts/bench/actor_memory.py: 2.8-3.2 bytes a token and vocabulary entry in bf16, where 2 copies
+# count 4). The log-prob pass (no backward, the entropy on): the logits, the softmax and their
+# product (not measured)
+LOGITS_COPIES_UPDATE = 2
+LOGITS_COPIES_LOGPROB = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,6 +201,7 @@ class Estimate:
     header: str
     step_s: float | None = None  # the time model's seconds a step (GPU platform only)
     steps: int = 0
+    passes_gib: dict[str, float] = dataclasses.field(default_factory=dict)  # training total per pass
 
     @property
     def fits(self) -> bool:
@@ -206,6 +210,19 @@ class Estimate:
 
 def _ram_gib() -> float:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB
+
+
+def pass_tokens(cfg: DictConfig) -> tuple[int, int, int]:
+    """(prompt + response, tokens in the update's largest micro-batch, in the log-prob pass's)."""
+    actor = "actor_rollout_ref.actor"
+    seq = int(_get(cfg, "data.max_prompt_length")) + int(_get(cfg, "data.max_response_length"))
+    if _get(cfg, f"{actor}.use_dynamic_bsz"):
+        update = max(int(_get(cfg, f"{actor}.ppo_max_token_len_per_gpu")), seq)
+        infer = max(int(_get(cfg, "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu")), seq)
+    else:
+        update = int(_get(cfg, f"{actor}.ppo_micro_batch_size_per_gpu") or 1) * seq
+        infer = int(_get(cfg, "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu") or 1) * seq
+    return seq, update, infer
 
 
 def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_GB) -> Estimate:
@@ -226,26 +243,24 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_G
     params_rollout = 0.0 if param_off else 4 * p / world
     adam_rollout = 0.0 if optim_off else 8 * p / world
 
-    seq = int(_get(cfg, "data.max_prompt_length")) + int(_get(cfg, "data.max_response_length"))
-    if _get(cfg, f"{actor}.use_dynamic_bsz"):
-        update_tokens = max(int(_get(cfg, f"{actor}.ppo_max_token_len_per_gpu")), seq)
-        infer_tokens = max(int(_get(cfg, "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu")), seq)
-    else:
-        update_tokens = int(_get(cfg, f"{actor}.ppo_micro_batch_size_per_gpu") or 1) * seq
-        micro = _get(cfg, "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu") or 1
-        infer_tokens = int(micro) * seq
+    seq, update_tokens, infer_tokens = pass_tokens(cfg)
     checkpointed = bool(_get(cfg, "actor_rollout_ref.model.enable_gradient_checkpointing"))
     layer = 2 * (4 * a.hidden + 4 * a.intermediate) * compute  # one layer's recompute, + its grads
     stored = (a.hidden * compute) if checkpointed else (4 * a.hidden + 4 * a.intermediate) * compute
     activations = update_tokens * (a.layers * stored + layer)
-    infer_bytes = compute + 4 * LOGITS_FP32_COPIES
-    logits_update = update_tokens * a.vocab * (infer_bytes + LOGITS_GRAD)
-    logits_infer = infer_tokens * a.vocab * infer_bytes
-    if activations + logits_update >= logits_infer:  # the update's micro-batch is the larger pass
-        work = ("update", update_tokens, activations, logits_update)
-    else:  # the log-prob pass (old and reference log-probs, no backward)
-        work = ("log-prob", infer_tokens, 0, logits_infer)
+    logits_update = update_tokens * a.vocab * compute * LOGITS_COPIES_UPDATE
+    logits_infer = infer_tokens * a.vocab * compute * LOGITS_COPIES_LOGPROB
     gathered = 2 * (p - a.vocab * a.hidden * (1 if a.tied else 2)) / a.layers * compute  # 2 layers unsharded
+    # The training phase's three moments, each (pass, tokens, activations, logits, gathered, Adam's
+    # temporary): the update's micro-batch; the log-prob pass (old and reference log-probs, no
+    # backward); the optimizer step, where torch's AdamW (foreach) holds one fp32 copy of the
+    # parameters it updates (on the CPU under offload_policy)
+    moments = [
+        ("update", update_tokens, activations, logits_update, gathered, 0.0),
+        ("log-prob", infer_tokens, 0.0, logits_infer, gathered, 0.0),
+        ("optimizer step", 0, 0.0, 0.0, 0.0, 0.0 if policy else 4 * p / world),
+    ]
+    work = max(moments, key=lambda m: sum(m[2:]))
 
     rollout = "actor_rollout_ref.rollout"
     tp = int(_get(cfg, f"{rollout}.tensor_model_parallel_size") or 1)
@@ -280,20 +295,24 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_G
         # vLLM sleeps during the update (free_cache_engine), except where it cannot (the CPU)
         (f"vLLM (weights {weights_gib:.1f} + KV cache {kv_gib:.1f})", vllm_gib, 0.0 if sleeps else vllm_gib),
         (
-            f"activations ({work[0]} pass, {work[1]:,} tokens, checkpointed: {checkpointed})",
+            f"activations ({work[0]}, {work[1]:,} tokens, checkpointed: {checkpointed})",
             0.0,
             work[2] / GIB,
         ),
         (f"logits ({work[1]:,} tokens x {a.vocab:,} vocabulary)", 0.0, work[3] / GIB),
+        ("Adam step's temporary (fp32, one copy of the parameters)", 0.0, work[5] / GIB),
         (
             "processes (Ray, vLLM, workers)" if cpu else "gathered layers, CUDA context and buffers",
             context,
-            (gathered / GIB) + context,
+            (work[4] / GIB) + context,
         ),
     ]
     rows.append(("total", sum(r[1] for r in rows), sum(r[2] for r in rows)))
     rollout_total, training_total = rows[-1][1], rows[-1][2]
     peak = max(rollout_total, training_total)
+    # the training phase's total at each moment (scripts/bench/actor_memory.py measures them)
+    rest = training_total - sum(work[2:]) / GIB
+    passes_gib = {m[0]: rest + sum(m[2:]) / GIB for m in moments}
 
     notes = []
     if param_off or optim_off:
@@ -352,7 +371,18 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_G
         f"{world} GPU(s) ({_get(cfg, 'trainer.nnodes')} node(s)), {device}"
     )
     return Estimate(
-        rows, notes, peak, device_gib, full / GB, hf / GB, disk / GB, disk_gb, header, step_s, steps
+        rows,
+        notes,
+        peak,
+        device_gib,
+        full / GB,
+        hf / GB,
+        disk / GB,
+        disk_gb,
+        header,
+        step_s,
+        steps,
+        passes_gib,
     )
 
 

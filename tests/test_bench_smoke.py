@@ -2,6 +2,7 @@
 Also shows `scripts/` runs as a file although verl's wheel installs a top-level `scripts`."""
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,63 @@ def test_cpu_precision_bench_names_the_cpu_and_the_chosen_dtype():
         if line.startswith("| ")
     }
     assert rows["float32"][3].strip() == "1.000x" and float(rows["bfloat16"][2]) > 0, out.stdout
+
+
+ACTOR = BENCH.parent / "actor_memory.py"
+
+
+def test_actor_memory_bench_spec_measure_and_table_on_the_cpu(tmp_path):
+    """The spec holds the plan's figure for each moment; `measure` runs its three updates and the
+    log-prob pass (here on the CPU with a tiny model of the spec's shape: torch gives no peak there);
+    the table puts the plan beside what was measured, and "-" where nothing was."""
+    spec = tmp_path / "spec.json"
+    run = [sys.executable, str(ACTOR)]
+    out = subprocess.run(
+        [*run, "spec", "--out", str(spec), "--presets", "cw_grpo_open_rs,cw_grpo_open_rs_7b"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    shapes = json.loads(spec.read_text())
+    assert [s["model"] for s in shapes] == [
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",
+        "Qwen/Qwen2.5-Math-7B-Instruct",
+    ]
+    assert set(shapes[0]["plan_gib"]) == {"update", "log-prob", "optimizer step"}
+    tiny = dict(shapes[0], tokens=96, logprob_tokens=160, seq=64)
+    tiny["arch"] = dict(
+        tiny["arch"],
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=64,
+        vocab_size=256,
+        head_dim=16,
+    )
+    spec.write_text(json.dumps([tiny, shapes[1]]))
+    results = tmp_path / "results.jsonl"
+    # a budget of 0 s: the smallest shape is measured, the 7B is not started
+    out = subprocess.run(
+        [*run, "measure", str(spec), "--out", str(results), "--device", "cpu", "--budget-s", "0"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "Qwen/Qwen2.5-Math-7B-Instruct@12288/12288x4096: not measured (budget of 0 s spent)" in out.stdout
+    (measured,) = [json.loads(line) for line in results.read_text().splitlines()]
+    assert measured["batch"] == 2 and measured["seq"] == 48 and measured["s_per_update"] > 0
+    # untied embeddings and head; per layer q and o 32 x 32, k and v 32 x 16, their biases, the MLP, 2 norms
+    layer = 2 * 32 * 32 + 2 * 32 * 16 + (32 + 2 * 16) + 3 * 32 * 64 + 2 * 32
+    assert measured["params"] == 2 * 256 * 32 + 2 * layer + 32
+    table = subprocess.run(
+        [*run, "table", str(spec), str(results)], capture_output=True, text=True, timeout=60
+    )
+    lines = table.stdout.splitlines()
+    assert (
+        lines[2].startswith("| deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B | 2 x 48 | 1 | ")
+        and " / - |" in lines[2]
+    )
+    assert lines[3].endswith("| - | - |") and "127.7 / -" in lines[3]
