@@ -47,7 +47,9 @@ unknown model) comes back; or no request has been answered for `--stall-s` secon
 Requests. At most `--concurrency` requests in flight (an asyncio semaphore), each with the `openai`
 SDK's own timeout (`--timeout-s`) and retries (`--max-retries`: connection errors, timeouts, 408,
 409, 429 and 5xx, exponential backoff from 0.5 s to 8 s with jitter, a `Retry-After` of up to
-120 s honoured). A 200 whose body is not a chat completion counts as an answer with no rephrasing.
+120 s honoured; a longer one is not waited for, and the error says so with the retries actually
+made). A 200 whose body is not a chat completion counts as an answer with no rephrasing. The API
+key is redacted from every answer before it is cached (an endpoint may echo the request).
 
 The instruction (`INSTRUCTION`, version `INSTRUCTION_VERSION`) follows the paper's Appendix A:
 change wording, sentence structure, format and the order in which information is given; keep
@@ -555,19 +557,23 @@ class Client:
             try:
                 raw = await self._sdk.chat.completions.with_raw_response.create(**kwargs)
             except openai.APIStatusError as exc:
-                self.requests += 1 + (self.max_retries if _retryable(exc.status_code) else 0)
+                taken = _retries_taken(exc, self.max_retries)
+                self.requests += 1 + taken
+                self.retries += taken
                 body = _redact(" ".join(exc.response.text.split())[:200], self.api_key)
                 if _retryable(exc.status_code):
                     raise RunError(
-                        f"request to {self.url} still failing after {self.max_retries} retries: "
-                        f"HTTP {exc.status_code}"
+                        f"request to {self.url} still failing after {taken} retries: "
+                        f"HTTP {exc.status_code}{_retry_after_note(exc.response.headers)}"
                     ) from None
                 raise RunError(f"HTTP {exc.status_code} from {self.url}: {body}") from None
             except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-                self.requests += 1 + self.max_retries
+                taken = _retries_taken(exc, self.max_retries)
+                self.requests += 1 + taken
+                self.retries += taken
                 problem = "timed out" if isinstance(exc, openai.APITimeoutError) else str(exc)
                 raise RunError(
-                    f"request to {self.url} still failing after {self.max_retries} retries: "
+                    f"request to {self.url} still failing after {taken} retries: "
                     f"{_redact(problem, self.api_key)}"
                 ) from None
         self._last_answer = time.monotonic()
@@ -581,8 +587,36 @@ class Client:
             tokens = int(getattr(parsed.usage, "total_tokens", 0) or 0)
         except (ValueError, AttributeError, IndexError, TypeError, openai.APIResponseValidationError):
             pass
-        texts = [t if isinstance(t, str) else "" for t in texts[:n]]
+        # an endpoint may echo what it was sent, the Authorization header too: never cache the key
+        texts = [_redact(t, self.api_key) if isinstance(t, str) else "" for t in texts[:n]]
         return texts + [""] * (n - len(texts)), 1 + retries, retries, tokens
+
+
+def _retries_taken(exc: Exception, default: int) -> int:
+    """The retries the SDK made before the request that failed (it numbers each request's attempt
+    in the `x-stainless-retry-count` header); `default` where the request cannot be read."""
+    try:
+        return int(exc.request.headers.get("x-stainless-retry-count", default))  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError, TypeError, ValueError):
+        return default
+
+
+def _retry_after_note(headers: Any) -> str:
+    """Why the SDK gave up early: a `Retry-After` beyond the longest wait it honours (120 s)."""
+    from openai._constants import MAX_RETRY_AFTER_DELAY
+
+    for name, divisor in (("retry-after-ms", 1000), ("retry-after", 1)):
+        try:
+            wait = float(headers.get(name)) / divisor
+        except (TypeError, ValueError):
+            continue
+        if wait > MAX_RETRY_AFTER_DELAY:
+            return (
+                f" (the server asked to wait {wait:g} s before retrying, Retry-After; this tool waits "
+                f"at most {MAX_RETRY_AFTER_DELAY} s, so it did not retry: try again later)"
+            )
+        return ""
+    return ""
 
 
 def _retryable(status: int) -> bool:

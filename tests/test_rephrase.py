@@ -509,6 +509,40 @@ def test_retries_exhausted_stop_the_run(server, infile, tmp_path, capsys):
     assert max(per_question) == 3 and sum(per_question) < 18  # 1 + 2 retries, then the run stops
 
 
+def test_a_retry_after_beyond_the_sdks_limit_is_reported_with_the_retries_really_made(
+    server, infile, tmp_path, capsys
+):
+    """A 429 asking for 100,000 s: the SDK does not retry (it waits at most 120 s), and the error
+    says so: 0 retries, not the --max-retries it was allowed."""
+    server.script[QUESTIONS[0]] = [("status", 429, {"Retry-After": "100000"}, "slow down")]
+    out = tmp_path / "out.parquet"
+    assert run(server, infile, out, "--concurrency", "1", "--max-retries", "3") == 1
+    err = capsys.readouterr().err
+    assert len(server.requests_for(QUESTIONS[0])) == 1
+    assert (
+        "still failing after 0 retries: HTTP 429 (the server asked to wait 100000 s before retrying, "
+        "Retry-After; this tool waits at most 120 s, so it did not retry: try again later)"
+    ) in err
+
+
+def test_a_key_the_endpoint_echoes_into_an_answer_is_redacted_before_caching(
+    server, infile, tmp_path, monkeypatch
+):
+    """An endpoint that copies the Authorization header into its rephrasings: they are accepted,
+    and neither the cache nor the output holds the key."""
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    q = QUESTIONS[0]
+    server.script[q] = [("text", tags(*(f"{good(q, i)} (Bearer {SECRET})" for i in range(3))))]
+    out = tmp_path / "out.parquet"
+    assert run(server, infile, out) == 0
+    assert server.log[0]["auth"] == f"Bearer {SECRET}"
+    cache = Path(str(out) + ".cache.jsonl")
+    (record,) = [r for r in cache_lines(cache) if r["question"] == q]
+    assert "(Bearer ***)" in json.dumps(record)
+    for blob in (cache.read_bytes(), out.read_bytes()):
+        assert SECRET.encode() not in blob
+
+
 def test_401_stops_at_once_and_never_shows_the_key(server, infile, tmp_path):
     for q in QUESTIONS:
         server.script[q] = [("status", 401, {}, f"Incorrect API key provided: {SECRET}")] * 5
