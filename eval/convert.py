@@ -226,6 +226,29 @@ def add_selection_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trust-remote-code", action="store_true", help="passed to verl's merger")
 
 
+def outside(folder: Path, root: Path, flag: str) -> Path:
+    """`folder`, refused in one sentence when it lies inside the checkpoint root `root` (converted
+    models there would be read as checkpoints, and pruning would delete them)."""
+    if folder == root or root in folder.parents:
+        raise ValueError(f"{flag} {folder} is inside the checkpoint folder {root}: give a folder outside it")
+    return folder
+
+
+def _locate(path: Path, hf_root: str | None) -> tuple[Path, dict[int, Path], Path]:
+    """(checkpoint root, {step: folder}, HF root) for a checkpoint root or one step folder."""
+    try:
+        resolved = path.resolve()
+    except RuntimeError:  # Python 3.11 reports a symlink loop so
+        raise ValueError(f"{path} is a symbolic link loop") from None
+    m = STEP_RE.match(resolved.name)
+    if m and resolved.is_dir():
+        root, steps = resolved.parent, {int(m.group(1)): resolved}
+    else:
+        root, steps = resolved, find_steps(resolved)
+    hf = Path(hf_root).resolve() if hf_root else default_hf_root(root)
+    return root, steps, outside(hf, root, "--hf-root")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m eval.convert",
@@ -237,28 +260,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_selection_arguments(p)
     p.add_argument("--force", action="store_true", help="convert again even if already converted")
     args = p.parse_args(argv)
-    path = Path(args.checkpoint)
-    if STEP_RE.match(path.resolve().name):
-        root, steps = (
-            path.resolve().parent,
-            {int(STEP_RE.match(path.resolve().name).group(1)): path.resolve()},
-        )
-    else:
-        root = path
-        try:
-            steps = find_steps(root)
-        except FileNotFoundError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
     try:
+        root, steps, hf_root = _locate(Path(args.checkpoint), args.hf_root)
         chosen = select_steps(list(steps), args.every, args.steps)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    hf_root = Path(args.hf_root) if args.hf_root else default_hf_root(root)
-    try:
         ensure_writable(hf_root, "converted models")
-    except ResultsError as e:
+    except (OSError, ValueError, ResultsError) as e:  # StepFolderError is a ValueError
         print(f"error: {e}", file=sys.stderr)
         return 2
     failed = 0

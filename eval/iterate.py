@@ -50,11 +50,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from eval import benchmarks as bm
-from eval.convert import IncompleteCheckpoint, add_selection_arguments, convert, select_steps
+from eval.convert import IncompleteCheckpoint, add_selection_arguments, convert, outside, select_steps
 from eval.plot import AVERAGES, plot_steps, run_name
 from eval.results import ResultsError, atomic_write_json, atomic_write_text, ensure_writable, pct
 from eval.run import EvalError, add_eval_arguments, eval_kwargs, evaluate, summary_settings
-from recipes.checkpoints import STEP_RE, default_hf_root, find_steps, latest_step
+from recipes.checkpoints import STEP_RE, StepFolderError, default_hf_root, find_steps, latest_step
 
 PLOT = "accuracy_vs_step.png"
 
@@ -283,7 +283,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_eval_arguments(p)
     args = p.parse_args(argv)
 
-    root = Path(args.checkpoint_root).resolve()
+    try:
+        root = Path(args.checkpoint_root).resolve()
+    except RuntimeError:  # Python 3.11 reports a symlink loop so
+        print(f"error: {args.checkpoint_root} is a symbolic link loop", file=sys.stderr)
+        return 2
     tensorboard = None if args.tensorboard == "none" else Path(args.tensorboard)
     if args.tensorboard == "auto":
         tensorboard = root.parent / "tensorboard" if (root.parent / "tensorboard").is_dir() else None
@@ -304,9 +308,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise EvalError(f"checkpoint root {root} is not a folder")
         if args.every is not None and args.steps:
             raise EvalError("give either --every or --steps, not both")
+        outside(hf_root, root, "--hf-root")
+        outside(results_root, root, "--results-root")
+        find_steps(root)  # two folders for one step, a step link that leads nowhere: say so now
         ensure_writable(hf_root, "converted models")
         ensure_writable(results_root, "results")
-    except (EvalError, ResultsError) as e:
+    except (EvalError, ResultsError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
@@ -314,7 +321,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed: dict[int, str] = {}
     idle_since = time.monotonic()
     while True:
-        steps = find_steps(root)
+        try:
+            steps = find_steps(root)
+        except (OSError, StepFolderError) as e:  # changed under --watch
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         latest = latest_step(root)
         if args.steps:
             missing = sorted(set(args.steps) - set(steps))

@@ -117,17 +117,30 @@ def figure(runs: dict[str, list[dict]], title: str = ""):
 
 
 def load_rows(results: str | os.PathLike) -> list[dict]:
-    """The rows of an eval.iterate results folder (or its steps.json) in plot_runs's form."""
+    """The rows of an eval.iterate results folder (or its steps.json) in plot_runs's form; a
+    ValueError in one sentence when it is not that (no rows, a field of the wrong type, a number
+    that is not finite)."""
     path = Path(results)
     path = path / "steps.json" if path.is_dir() else path
     try:
         data = json.loads(path.read_text())
-        return [
-            {"step": int(r["step"]), "series": {k: (v["mean"], v["std"]) for k, v in r["accuracy"].items()}}
+        rows = [
+            {
+                "step": int(r["step"]),
+                "series": {str(k): (float(v["mean"]), float(v["std"])) for k, v in r["accuracy"].items()},
+            }
             for r in data["rows"]
         ]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ValueError(f"{path}: not eval.iterate's steps.json ({type(e).__name__}: {e})") from None
+    if not rows:
+        raise ValueError(f"{path}: no evaluated step to plot")
+    for r in rows:
+        if not 0 <= r["step"] <= 10**15 or not all(
+            map(math.isfinite, (x for v in r["series"].values() for x in v))
+        ):
+            raise ValueError(f"{path}: step {r['step']} has a step number or an accuracy out of range")
+    return rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -155,7 +168,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"wrote {plot_runs(runs, args.out, args.title)}")
+    try:
+        print(f"wrote {plot_runs(runs, args.out, args.title)}")
+    except OSError as e:
+        print(f"error: cannot write {args.out}: {e.strerror or e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -37,21 +37,45 @@ from recipes.settings import ConfigError
 
 # ------------------------------------------------------------------------- a run's checkpoints
 # <output_dir>/checkpoints/global_step_N/ (verl's), <output_dir>/hf/global_step_N/ (eval.convert)
-STEP_RE = re.compile(r"^global_step_(\d+)$")
+STEP_RE = re.compile(r"^global_step_([0-9]+)$")  # ASCII digits only: \d also matches "٦"
 STAMP = ".converted.json"
 TRACKER = "latest_checkpointed_iteration.txt"  # verl writes it after a checkpoint is complete
 
 
+MAX_STEP = 10**15
+
+
+class StepFolderError(ValueError):
+    """Step folders that cannot be told apart or read; the message is one sentence."""
+
+
 def find_steps(root: str | os.PathLike) -> dict[int, Path]:
-    """step -> `global_step_N` folder under a checkpoint root, sorted by step."""
+    """step -> `global_step_N` folder under a checkpoint root, sorted by step. Other names (and
+    plain files) are not steps; two folders naming one step (`global_step_5`, `global_step_005`),
+    a step link that leads nowhere (a loop, a missing target) and a step number beyond MAX_STEP
+    raise StepFolderError."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"checkpoint root {root} is not a folder")
-    found = {}
-    for child in root.iterdir():
+    found: dict[int, Path] = {}
+    for child in sorted(root.iterdir()):
         m = STEP_RE.match(child.name)
-        if m and child.is_dir():
-            found[int(m.group(1))] = child
+        if not m:
+            continue
+        if child.is_symlink() and not child.exists():
+            raise StepFolderError(
+                f"{child} is a symbolic link that leads nowhere (a loop or a missing target)"
+            )
+        if not child.is_dir():
+            continue
+        step = int(m.group(1))
+        if step > MAX_STEP:  # past int64 it breaks the plot and TensorBoard's step
+            raise StepFolderError(f"{child}: step {m.group(1)} is beyond any training run (at most 10^15)")
+        if step in found:
+            raise StepFolderError(
+                f"{found[step].name} and {child.name} in {root} both name step {step}: remove or rename one"
+            )
+        found[step] = child
     return dict(sorted(found.items()))
 
 
@@ -149,7 +173,12 @@ class Retention:
     def prune(self) -> list[int]:
         """Drop the parameters and optimizer states of every save older than the keep_full newest
         whose HF weights are complete. Returns the steps pruned now."""
-        whole = {s: f for s, f in find_steps(self.root).items() if (f / "actor").is_dir()}
+        try:
+            steps = find_steps(self.root)
+        except StepFolderError as e:  # someone else's folder in ours: keep everything, say so
+            self.say(f"[checkpoints] not pruning: {e}")
+            return []
+        whole = {s: f for s, f in steps.items() if (f / "actor").is_dir()}
         newest = sorted(whole)[-self.keep_full :]
         pruned = []
         for step, folder in whole.items():

@@ -252,14 +252,62 @@ def validate_parquet(path: str | os.PathLike) -> int:
     """Validate a parquet file against the schema; returns the row count, raises DataError naming
     the file, the row and the column of the first problem."""
     path = Path(path)
+    if path.is_symlink() and not path.exists():
+        raise DataError(
+            str(path), None, None, "a symbolic link that leads nowhere (a loop or a missing target)"
+        )
+    if not path.exists():
+        raise DataError(str(path), None, None, "no such file")
+    if path.is_dir():  # pyarrow would read it as a (here empty) dataset
+        raise DataError(str(path), None, None, "a folder, not a parquet file")
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
         raise DataError(str(path), None, None, f"cannot read as parquet: {exc}") from exc
+    for name in table.column_names:  # before any text becomes Python strings
+        row = _oversized_row(table.column(name))
+        if row is not None:
+            raise DataError(
+                str(path), row, name, f"a text longer than {MAX_CELL_BYTES:,} bytes (the limit of one cell)"
+            )
     # every column, ours or not: a reader of the file (the rephrase CLI) converts them all
     columns = {name: _column_values(table.column(name), str(path), name) for name in table.column_names}
     columns = {name: values for name, values in columns.items() if name in COLUMNS}
     return _validate_columns(columns, table.num_rows, str(path), table.column_names)
+
+
+MAX_CELL_BYTES = 1 << 20
+"""The longest text one cell may hold (a question, a message, an answer, a rephrasing): 1 MiB, a
+thousand times a long competition problem. A 1 GiB cell took 4.4 GB of memory to validate."""
+
+
+def _oversized_row(column: pa.ChunkedArray) -> int | None:
+    """The first row holding a string or binary value longer than MAX_CELL_BYTES, at any depth of
+    lists and structs, or None; computed on Arrow's buffers, without Python strings."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    stack: list[tuple[pa.Array, np.ndarray | None]] = [(column.combine_chunks(), None)]
+    first = None
+    while stack:
+        array, rows = stack.pop()  # rows: each element's row in the column (None: the same)
+        kind = array.type
+        if (
+            pa.types.is_string(kind)
+            or pa.types.is_large_string(kind)
+            or pa.types.is_binary(kind)
+            or pa.types.is_large_binary(kind)
+        ):
+            over = np.flatnonzero(pc.fill_null(pc.greater(pc.binary_length(array), MAX_CELL_BYTES), False))
+            if len(over):
+                row = int(over[0] if rows is None else rows[over[0]])
+                first = row if first is None else min(first, row)
+        elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            parents = pc.list_parent_indices(array).to_numpy()
+            stack.append((pc.list_flatten(array), parents if rows is None else rows[parents]))
+        elif pa.types.is_struct(kind):
+            stack.extend((field, rows) for field in array.flatten())
+    return first
 
 
 def _column_values(column: pa.ChunkedArray, source: str, name: str) -> list:

@@ -534,3 +534,46 @@ def test_cli_toy_validate_and_errors(tmp_path):
     assert _cli("prepare", "nope").returncode == 2  # argparse: not a known dataset
     own_out = _cli("toy_arithmetic", "--out", str(tmp_path / "mine"), "--n-train", "5", "--n-test", "5")
     assert own_out.returncode == 0 and (tmp_path / "mine/test.parquet").exists()
+
+
+def test_a_cell_past_the_size_limit_is_refused_naming_its_row_and_column(tmp_path):
+    """One text over 1 MiB, at the top level or inside the prompt's messages: refused before it
+    becomes a Python string (a 1 GiB cell passed and took 4.4 GB); at the limit it passes."""
+    rows = data.make_rows(
+        [(f"What is {i} + 1?", str(i + 1)) for i in range(4)], data_source="d", split="train"
+    )
+    path = tmp_path / "ok.parquet"
+    at_limit = copy.deepcopy(rows)
+    at_limit[1]["extra_info"]["question"] = "x" * data.MAX_CELL_BYTES
+    pq.write_table(pa.Table.from_pylist(at_limit), path)
+    assert data.validate_parquet(path) == 4
+    for row, column in ((2, "extra_info"), (3, "prompt"), (1, "rephrasings")):
+        big = copy.deepcopy(rows)
+        text = "é" * (data.MAX_CELL_BYTES // 2) + "x"  # 2 bytes a character: over by one byte
+        if column == "extra_info":
+            big[row]["extra_info"]["question"] = text
+        elif column == "prompt":
+            big[row]["prompt"] = [{"role": "user", "content": "hi"}, {"role": "user", "content": text}]
+        else:
+            big[row]["rephrasings"] = ["fine", text]
+        path = tmp_path / f"{column}.parquet"
+        pq.write_table(pa.Table.from_pylist(big), path)
+        with pytest.raises(DataError, match="longer than 1,048,576 bytes") as err:
+            data.validate_parquet(path)
+        assert (err.value.row, err.value.column) == (row, column)
+
+
+def test_a_folder_a_dead_link_and_a_missing_file_each_say_what_they_are(tmp_path):
+    folder = tmp_path / "x.parquet"
+    folder.mkdir()  # pyarrow reads it as an empty dataset: it used to say "missing column"
+    loop = tmp_path / "loop.parquet"
+    loop.symlink_to(loop)
+    cases = {
+        folder: "a folder, not a parquet file",
+        loop: "a symbolic link that leads nowhere",
+        tmp_path / "nope.parquet": "no such file",
+    }
+    for path, said in cases.items():
+        with pytest.raises(DataError, match=said) as err:
+            data.validate_parquet(path)
+        assert err.value.source == str(path) and err.value.row is None

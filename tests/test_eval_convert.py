@@ -300,3 +300,64 @@ def test_a_shard_that_would_run_code_is_refused_by_name_and_not_run(tiny, tmp_pa
     # the same shard under plain torch.load(weights_only=False) would have run it
     torch.load(shard, weights_only=False)
     assert marker.exists()
+
+
+def test_step_names_are_ascii_digits_and_two_folders_for_one_step_are_refused(tmp_path, capsys):
+    """`\\d` also matches "٦" (Arabic-Indic six): such a folder is not a step. `global_step_00005`
+    beside `global_step_5` used to be dropped silently; both are named, and nothing is converted."""
+    for name in ("global_step_5", "global_step_\u0666", "global_step_x"):
+        (tmp_path / name).mkdir()
+    assert list(ck.find_steps(tmp_path)) == [5]
+    (tmp_path / "global_step_00005").mkdir()
+    with pytest.raises(
+        ck.StepFolderError, match="global_step_00005 and global_step_5 in .* both name step 5"
+    ):
+        ck.find_steps(tmp_path)
+    assert cv.main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (
+        len(err) == 1
+        and err[0].startswith("error: global_step_00005 and global_step_5")
+        and "remove or rename" in err[0]
+    )
+    assert not (tmp_path.parent / "hf").exists()
+    huge = tmp_path / "huge"
+    (huge / f"global_step_{10**30}").mkdir(parents=True)  # past int64: it broke eval.iterate's plot
+    with pytest.raises(ck.StepFolderError, match="beyond any training run"):
+        ck.find_steps(huge)
+
+
+def test_a_step_link_that_leads_nowhere_is_named_not_skipped(tmp_path, capsys):
+    """A symbolic-link loop named as a step was skipped with exit 0, and gave a traceback when
+    passed directly: both are one line and exit 2."""
+    root = tmp_path / "checkpoints"
+    (root / "global_step_1").mkdir(parents=True)
+    loop = root / "global_step_7"
+    loop.symlink_to(loop)
+    assert cv.main([str(root)]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"error: {loop} is a symbolic link that leads nowhere (a loop or a missing target)\n"
+    )
+    assert cv.main([str(loop)]) == 2
+    assert capsys.readouterr().err == f"error: {loop} is a symbolic link loop\n"
+
+
+def test_an_hf_root_inside_the_checkpoint_folder_is_refused_before_anything_is_written(tmp_path, capsys):
+    """Converted models inside the checkpoint folder would be read back as checkpoints (and pruned);
+    it gave a traceback and left hf/ behind."""
+    from eval import iterate
+
+    root = tmp_path / "checkpoints"
+    (root / "global_step_1").mkdir(parents=True)
+    assert cv.main([str(root), "--hf-root", str(root / "hf")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --hf-root {root / 'hf'} is inside the checkpoint folder {root}: give a folder outside it\n"
+    )
+    assert iterate.main([str(root), "--results-root", str(root / "global_step_1" / "eval")]) == 2
+    assert "error: --results-root" in capsys.readouterr().err
+    assert (
+        sorted(p.name for p in root.iterdir()) == ["global_step_1"]
+        and list((root / "global_step_1").iterdir()) == []
+    )
+    assert not (tmp_path / "hf").exists() and not (tmp_path / "eval").exists()

@@ -1,6 +1,7 @@
 """eval.plot: one run's accuracy-vs-step plot and the CLI that overlays several runs' results."""
 
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -56,6 +57,37 @@ def test_overlay_cli_plots_every_run_and_refuses_bad_input(tmp_path):
         [sys.executable, "-m", "eval.plot", "--help"], cwd=REPO, capture_output=True, text=True
     )
     assert help_.returncode == 0 and "Overlay the accuracy-vs-step curves" in help_.stdout
+
+
+def test_malformed_results_and_an_unwritable_out_are_one_line_not_a_traceback(tmp_path, capsys):
+    """No rows, a list where the accuracy dict goes, a NaN accuracy, a step past int64 (which
+    broke matplotlib), a folder that cannot be written: one `error:` line each, exit 2."""
+    good = write_steps(tmp_path / "good", {10: 20.0})
+    cases = {
+        "no_rows": {"rows": []},
+        "list": {"rows": [{"step": 1, "accuracy": [1, 2]}]},
+        "nan": {"rows": [{"step": 1, "accuracy": {"a": {"mean": float("nan"), "std": 0}}}]},
+        "huge": {"rows": [{"step": 10**30, "accuracy": {"a": {"mean": 1.0, "std": 0}}}]},
+    }
+    out = tmp_path / "x.png"
+    for name, data in cases.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(data))
+        assert plot.main([str(path), "--out", str(out)]) == 2, name
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {path}: ") and err.count("\n") == 1, (name, err)
+    assert not out.exists()
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    target = locked / "sub" / "x.png"
+    code = plot.main([str(good), "--out", str(target)])
+    err = capsys.readouterr().err
+    if os.geteuid() != 0:  # root writes anywhere
+        assert code == 2 and err.startswith(f"error: cannot write {target}: ") and err.count("\n") == 1
+    file_in_the_way = tmp_path / "file"
+    file_in_the_way.write_text("x")
+    assert plot.main([str(good), "--out", str(file_in_the_way / "x.png")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: cannot write {file_in_the_way / 'x.png'}: ")
 
 
 def test_a_single_step_plot_has_whole_step_ticks_and_a_percent_axis():

@@ -652,7 +652,7 @@ def test_bad_input_fails_before_any_request(server, tmp_path, capsys):
     assert "error: invalid input:" in err and "'rephrasings'" in err and "missing column" in err
     assert server.log == [] and not (tmp_path / "out.parquet").exists()
     assert run(server, tmp_path / "nope.parquet", tmp_path / "out.parquet") == 1
-    assert "cannot read as parquet" in capsys.readouterr().err and server.log == []
+    assert "nope.parquet: no such file" in capsys.readouterr().err and server.log == []
 
 
 def test_ctrl_c_keeps_finished_questions(server, infile, tmp_path):
