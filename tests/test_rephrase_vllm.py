@@ -7,6 +7,7 @@ tests/test_rephrase.py covers retries, errors, resume and key handling against a
 this test is the end-to-end check that the request format, the answer format and the report work
 with a real server."""
 
+import asyncio
 import json
 import os
 import socket
@@ -105,7 +106,10 @@ def test_rephrase_cli_against_vllms_openai_server(endpoint, tmp_path, monkeypatc
     served = log.read_text().count('"POST /v1/chat/completions HTTP/1.1" 200')
     assert served == c["http_requests"] and c["retries"] == 0
     assert len(QUESTIONS) <= c["http_requests"] - c["verify_requests"] <= 2 * len(QUESTIONS)  # --max-rounds 2
-    assert c["verify_requests"] == c["verified"] and c["verify_tokens"] > 0
+    # a 135M model rarely follows the format: 2 of 48 candidates passed the text checks in one run,
+    # none in another (its draws depend on how requests share batches), so the verification
+    # request is also made directly below
+    assert c["verify_requests"] == c["verified"] and (c["verify_tokens"] > 0) == (c["verified"] > 0)
     assert c["verified"] == c["accepted"] + c["rejected"]["wrong_answer"]
     # each candidate asked for is accepted, rejected for a named reason, or was not delivered
     assert c["accepted"] + sum(c["rejected"].values()) == c["requested"] >= 3 * len(QUESTIONS)
@@ -126,3 +130,22 @@ def test_rephrase_cli_against_vllms_openai_server(endpoint, tmp_path, monkeypatc
         filled = rp.fill(row["extra_info"]["question"], accepted[:3], 3)
         assert row["rephrasings"] == filled
     print(f"acceptance on {len(QUESTIONS)} questions: {c['acceptance_rate']:.2f}; rejected {c['rejected']}")
+
+
+def test_the_verification_request_against_vllms_openai_server(endpoint, monkeypatch):
+    """What `--verify K` sends for a candidate: one request for K sampled solutions (`n=K`,
+    the solution token limit), answered with K texts and the token count vLLM reports."""
+    base_url, log = endpoint
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    before = log.read_text().count('"POST /v1/chat/completions HTTP/1.1" 200')
+
+    async def solve():
+        client = rp.Client(base_url, "smollm2", None, 0.8, 300.0, 0, 1, verify_max_tokens=96)
+        async with client:
+            return await client.solve("What is 12 + 7?", 3)
+
+    texts, requests, retries, tokens = asyncio.run(solve())
+    assert len(texts) == 3 and all(isinstance(t, str) and t.strip() for t in texts)
+    assert (requests, retries) == (1, 0) and tokens > 0
+    assert log.read_text().count('"POST /v1/chat/completions HTTP/1.1" 200') == before + 1
