@@ -55,9 +55,9 @@ MEAN_LENGTH = 0.5  # responses and prompts at half their limits (an assumption, 
 VLLM_OVERHEAD_GIB = 2.0  # vLLM's activations and CUDA graphs inside its share (estimate)
 # Copies of the T x V logits in the compute dtype that a pass holds at its peak. The update: the
 # logits and the log-softmax kept for the backward; measured on an H200 with verl's update replayed
-# (scripts/bench/actor_memory.py: 2.8-3.2 bytes a token and vocabulary entry in bf16, where 2 copies
-# count 4). The log-prob pass (no backward, the entropy on): the logits, the softmax and their
-# product (not measured)
+# (scripts/bench/actor_memory.py: 2.8-3.2 bytes a token and vocabulary entry, under the 4 that two
+# bf16 copies count). The log-prob pass (no backward, the entropy on): the logits, the softmax and
+# their product (its total measured within 1.2x)
 LOGITS_COPIES_UPDATE = 2
 LOGITS_COPIES_LOGPROB = 3
 
@@ -253,12 +253,12 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_G
     gathered = 2 * (p - a.vocab * a.hidden * (1 if a.tied else 2)) / a.layers * compute  # 2 layers unsharded
     # The training phase's three moments, each (pass, tokens, activations, logits, gathered, Adam's
     # temporary): the update's micro-batch; the log-prob pass (old and reference log-probs, no
-    # backward); the optimizer step, where torch's AdamW (foreach) holds one fp32 copy of the
-    # parameters it updates (on the CPU under offload_policy)
+    # backward); the optimizer step, where torch's AdamW (foreach, its default for GPU tensors)
+    # holds one fp32 copy of the parameters it updates (none under offload_policy or on a CPU)
     moments = [
         ("update", update_tokens, activations, logits_update, gathered, 0.0),
         ("log-prob", infer_tokens, 0.0, logits_infer, gathered, 0.0),
-        ("optimizer step", 0, 0.0, 0.0, 0.0, 0.0 if policy else 4 * p / world),
+        ("optimizer step", 0, 0.0, 0.0, 0.0, 0.0 if policy or cpu else 4 * p / world),
     ]
     work = max(moments, key=lambda m: sum(m[2:]))
 
