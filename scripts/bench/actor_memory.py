@@ -5,15 +5,18 @@
     python scripts/bench/actor_memory.py table spec.json results.jsonl           # Markdown, plan beside measured
 
 `spec` composes every GPU preset on one GPU (trainer.n_gpus_per_node=1) and keeps each distinct
-actor shape: the model's architecture, the update micro-batch's tokens (the dynamic-batch token
-limit) and the sequence length, with `recipes.plan`'s training-phase rows for it. `measure` needs
-only torch and transformers, so it runs on a bare GPU machine: per shape it builds the model with
-random weights and trains it as verl 0.9.1's FSDP2 engine does without flash-attn (fp32 parameters,
-FSDP2 with bf16 compute and fp32 reductions, gradient checkpointing, sdpa, AdamW, log-probs from
-bf16 logits row by row, no entropy (the presets' entropy_coeff is 0 and verl's calculate_entropy
-is off in the update), a clipped-ratio loss, gradient clipping), three
-updates of one micro-batch, and records torch's peak allocated memory over updates 2-3 and their
-time. vLLM is asleep in this phase of a step (free_cache_engine) and is not part of it.
+actor shape (the model's architecture, the update's and the log-prob pass's token limits, the
+sequence length) with the plan's training-phase total at each of three moments: the update's
+micro-batch, the optimizer step, the log-prob pass.
+
+`measure` needs only torch and transformers, so it runs on a bare GPU machine. Each shape runs in
+a process of its own: the model with random weights, trained as verl 0.9.1's FSDP2 engine does
+without flash-attn (fp32 parameters, FSDP2 with bf16 compute and fp32 reductions, gradient
+checkpointing, sdpa, AdamW, log-probs from the bf16 logits one sequence at a time, a clipped-ratio
+loss, gradient clipping; no entropy in the update, as the presets' entropy_coeff is 0), three
+updates and then a log-prob pass with the entropy. It records torch's peak allocated memory at
+each moment once Adam's states exist, and the time of updates 2-3. vLLM is asleep in this phase of
+a step (free_cache_engine) and is not part of it.
 """
 
 from __future__ import annotations
@@ -192,7 +195,6 @@ def measure(shape: dict, device_name: str) -> dict:
 
     try:
         for update in range(1, 4):
-            moment = f"update {update}"
             if cuda and update == 2:
                 out["resident_gib"] = torch.cuda.memory_allocated(device) / GIB
             start = time.perf_counter()
