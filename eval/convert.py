@@ -234,12 +234,17 @@ def outside(folder: Path, root: Path, flag: str) -> Path:
     return folder
 
 
-def _locate(path: Path, hf_root: str | None) -> tuple[Path, dict[int, Path], Path]:
-    """(checkpoint root, {step: folder}, HF root) for a checkpoint root or one step folder."""
+def resolve(path: str | os.PathLike) -> Path:
+    """`path` made absolute, links followed; a link loop is a ValueError in one sentence."""
     try:
-        resolved = path.resolve()
+        return Path(path).resolve()
     except RuntimeError:  # Python 3.11 reports a symlink loop so
         raise ValueError(f"{path} is a symbolic link loop") from None
+
+
+def _locate(path: Path, hf_root: str | None) -> tuple[Path, dict[int, Path], Path]:
+    """(checkpoint root, {step: folder}, HF root) for a checkpoint root or one step folder."""
+    resolved = resolve(path)
     m = STEP_RE.match(resolved.name)
     if m and resolved.is_dir():
         root, steps = resolved.parent, {int(m.group(1)): resolved}

@@ -50,7 +50,14 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from eval import benchmarks as bm
-from eval.convert import IncompleteCheckpoint, add_selection_arguments, convert, outside, select_steps
+from eval.convert import (
+    IncompleteCheckpoint,
+    add_selection_arguments,
+    convert,
+    outside,
+    resolve,
+    select_steps,
+)
 from eval.plot import AVERAGES, plot_steps, run_name
 from eval.results import ResultsError, atomic_write_json, atomic_write_text, ensure_writable, pct
 from eval.run import EvalError, add_eval_arguments, eval_kwargs, evaluate, summary_settings
@@ -284,9 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     try:
-        root = Path(args.checkpoint_root).resolve()
-    except RuntimeError:  # Python 3.11 reports a symlink loop so
-        print(f"error: {args.checkpoint_root} is a symbolic link loop", file=sys.stderr)
+        root = resolve(args.checkpoint_root)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     tensorboard = None if args.tensorboard == "none" else Path(args.tensorboard)
     if args.tensorboard == "auto":

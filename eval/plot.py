@@ -19,6 +19,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from recipes.checkpoints import MAX_STEP
+
 AVERAGES = ("per-benchmark average", "per-question average")
 
 
@@ -136,7 +138,7 @@ def load_rows(results: str | os.PathLike) -> list[dict]:
     if not rows:
         raise ValueError(f"{path}: no evaluated step to plot")
     for r in rows:
-        if not 0 <= r["step"] <= 10**15 or not all(
+        if not 0 <= r["step"] <= MAX_STEP or not all(
             map(math.isfinite, (x for v in r["series"].values() for x in v))
         ):
             raise ValueError(f"{path}: step {r['step']} has a step number or an accuracy out of range")

@@ -564,7 +564,7 @@ class Client:
                 if _retryable(exc.status_code):
                     raise RunError(
                         f"request to {self.url} still failing after {taken} retries: "
-                        f"HTTP {exc.status_code}{_retry_after_note(exc.response.headers)}"
+                        f"HTTP {exc.status_code}{_retry_after_note(self._sdk, exc.response.headers)}"
                     ) from None
                 raise RunError(f"HTTP {exc.status_code} from {self.url}: {body}") from None
             except (openai.APIConnectionError, openai.APITimeoutError) as exc:
@@ -601,26 +601,22 @@ def _retries_taken(exc: Exception, default: int) -> int:
         return default
 
 
-def _retry_after_note(headers: Any) -> str:
-    """Why the SDK gave up early: a `Retry-After` beyond the longest wait it honours (120 s)."""
+def _retry_after_note(sdk: Any, headers: Any) -> str:
+    """Why the SDK gave up early: a `Retry-After` beyond the longest wait it honours (120 s), read
+    with the SDK's own parser (milliseconds, seconds or a date)."""
     from openai._constants import MAX_RETRY_AFTER_DELAY
 
-    for name, divisor in (("retry-after-ms", 1000), ("retry-after", 1)):
-        try:
-            wait = float(headers.get(name)) / divisor
-        except (TypeError, ValueError):
-            continue
-        if wait > MAX_RETRY_AFTER_DELAY:
-            return (
-                f" (the server asked to wait {wait:g} s before retrying, Retry-After; this tool waits "
-                f"at most {MAX_RETRY_AFTER_DELAY} s, so it did not retry: try again later)"
-            )
+    wait = sdk._parse_retry_after_header(headers)
+    if wait is None or wait <= MAX_RETRY_AFTER_DELAY:
         return ""
-    return ""
+    return (
+        f" (the server asked to wait {wait:g} s before retrying, Retry-After; this tool waits "
+        f"at most {MAX_RETRY_AFTER_DELAY} s, so it did not retry: try again later)"
+    )
 
 
 def _retryable(status: int) -> bool:
-    """What the SDK retries (so a final error with this status came after all retries)."""
+    """What the SDK retries: a final error with this status is reported with the retries it made."""
     return status in (408, 409, 429) or status >= 500
 
 
