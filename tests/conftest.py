@@ -168,9 +168,9 @@ ENTROPY_BONUS = "actor_rollout_ref.actor.entropy_coeff=0.01"
 # (tests/test_train_e2e.py): prompt augmentation with a template per rollout; TA-GRPO* (each
 # variant anchored on its own prompt, one group per variant); ProRL resetting every 2 steps. 8
 # rows, 4 per step, 4 steps: steps 3 and 4 are epoch 1; validation at steps 3 and 4 on 4 test
-# rows. Greedy rollouts (top-k 1) make a resumed step regenerate the uninterrupted run's
-# responses, so its KL can be compared number for number. The longest template is 276
-# tiny-tokenizer tokens.
+# rows. Sampled at temperature 1 with a seed per request (recipes.deterministic, on with
+# platform=cpu): a fresh launch resumed after step 3 must repeat step 4 bit for bit
+# (tests/test_train_e2e.py). The longest template is 276 tiny-tokenizer tokens.
 REFERENCE_METHODS = "grpo,prompt_aug,ta_grpo,prorl"
 REFERENCE_STEPS = 4
 REFERENCE = (
@@ -182,10 +182,6 @@ REFERENCE = (
     # with the actor's (tests/test_train_e2e.py checks the weight sync with them)
     "actor_rollout_ref.rollout.calculate_log_probs=true",
     "recipes.prorl.reset_every=2",
-    "actor_rollout_ref.rollout.top_k=1",
-    # vLLM's log-probs before top-k (verl's default gives the processed ones: 0 under top-k 1),
-    # which the actor's recomputation must match
-    "actor_rollout_ref.rollout.logprobs_mode=raw_logprobs",
     "actor_rollout_ref.actor.optim.lr=1e-3",
     "actor_rollout_ref.actor.kl_loss_coef=0.001",
     "data.max_prompt_length=320",

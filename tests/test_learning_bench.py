@@ -5,7 +5,7 @@ summary.json, the table and the plot; a rerun generates nothing again. The train
 session's reference run (tests/conftest.py: its checkpoints of steps 1 and 2 and its metrics are
 copied in and the method marked trained, which learning.py then keeps as finished); the launch
 learning.py would make for every method is checked before Ray by recipes.train's own checks, in
-the second test. About 1 minute on 2 cores (40 held-out questions) after the reference run."""
+the second test. About 1 minute on 2 cores (20 held-out questions) after the reference run."""
 
 import json
 import os
@@ -25,7 +25,7 @@ SCRIPT = REPO / "scripts" / "bench" / "learning.py"
 
 def bench(out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, str(SCRIPT), "--methods", "grpo", "--model", "tiny", "--steps", "2", *extra]
-    cmd += ["--eval-every", "1", "--eval-backend", "hf", "--limit", "40", "--out", str(out)]
+    cmd += ["--eval-every", "1", "--eval-backend", "hf", "--limit", "20", "--out", str(out)]
     env = {**os.environ, "RECIPES_CACHE": str(cache), "RAY_DEDUP_LOGS": "0"}
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1100)
 
@@ -45,11 +45,11 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(e2e, tmp_path):
     proc = bench(out, recipes_cache)
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
 
-    # the held-out questions are the test split's first 40 (--limit), none of them a training question
+    # the held-out questions are the test split's first 20 (--limit), none of them a training question
     heldout = [json.loads(line) for line in (out / "heldout" / "toy_heldout.jsonl").read_text().splitlines()]
     train = pq.read_table(recipes_cache / "data" / "toy_arithmetic" / "train.parquet").to_pylist()
     test = pq.read_table(recipes_cache / "data" / "toy_arithmetic" / "test.parquet").to_pylist()
-    assert [h["problem"] for h in heldout] == [r["prompt"][-1]["content"] for r in test[:40]]
+    assert [h["problem"] for h in heldout] == [r["prompt"][-1]["content"] for r in test[:20]]
     assert not {h["problem"] for h in heldout} & {r["prompt"][-1]["content"] for r in train}
 
     def acc(summary: Path) -> float:
@@ -62,7 +62,7 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(e2e, tmp_path):
     g = s["grpo"]
     assert g["initial_acc"] == initial and g["final_acc"] == steps[2]
     assert g["best_acc"] == max(initial, *steps.values())
-    assert g["steps"] == 2 and g["heldout_n"] == 40 and g["wall_s"] > 0
+    assert g["steps"] == 2 and g["heldout_n"] == 20 and g["wall_s"] > 0
     table = (out / "summary.md").read_text()
     assert f"| grpo | {100 * initial:.1f}% | {100 * steps[2]:.1f}% |" in table
     png = (out / "learning.png").read_bytes()

@@ -1,7 +1,7 @@
 """The rephrasing CLI against a real OpenAI-compatible endpoint: vLLM's own server (its CPU build,
 `python -m vllm.entrypoints.openai.api_server`, what `vllm serve` runs) on 127.0.0.1, serving
 SmolLM2-135M-Instruct. No fakes: real HTTP, real completions, our parser and validator on what a
-small model actually writes. About 2-3 minutes on 2 cores (one engine start, 8 questions).
+small model actually writes. About 1-2 minutes on 2 cores (one engine start, 4 questions).
 
 tests/test_rephrase.py covers retries, errors, resume and key handling against a scripted server;
 this test is the end-to-end check that the request format, the answer format and the report work
@@ -27,14 +27,10 @@ from recipes.data import make_rows, read_meta, write_rows
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[1]
-QUESTIONS = {  # four of the toy set's kind, three word problems, one with LaTeX; their answers
+QUESTIONS = {  # two of the toy set's kind, a word problem, one with LaTeX; their answers
     "What is 12 + 7?": "19",
-    "What is 6 * 8?": "48",
     "What is (3 + 4) * 5?": "35",
-    "What is 25 - 9?": "16",
-    "A box holds 6 red balls and 9 blue balls. How many balls are in the box?": "15",
     "Tom has 15 apples and gives 4 of them to Ann. How many apples does Tom have left?": "11",
-    "A train travels 60 miles per hour for 3 hours. How far does it go?": "180",
     "What is the value of $3x + 2$ when $x = 5$?": "17",
 }
 
@@ -106,8 +102,8 @@ def test_rephrase_cli_against_vllms_openai_server(endpoint, tmp_path, monkeypatc
     served = log.read_text().count('"POST /v1/chat/completions HTTP/1.1" 200')
     assert served == c["http_requests"] and c["retries"] == 0
     assert len(QUESTIONS) <= c["http_requests"] - c["verify_requests"] <= 2 * len(QUESTIONS)  # --max-rounds 2
-    # a 135M model rarely follows the format: 2 of 48 candidates passed the text checks in one run,
-    # none in another (its draws depend on how requests share batches), so the verification
+    # a 135M model rarely follows the format: 2 of 48 candidates (8 questions) passed the text
+    # checks in one run, none in another (its draws depend on how requests share batches), so the verification
     # request is also made directly below
     assert c["verify_requests"] == c["verified"] and (c["verify_tokens"] > 0) == (c["verified"] > 0)
     assert c["verified"] == c["accepted"] + c["rejected"]["wrong_answer"]
