@@ -6,9 +6,10 @@ What it does
   right, boxed wrong, unboxed "the final answer is", no answer, and long ones), then grades it
   with each contender called the way verl's reward loop calls a reward function (one call per
   response, from 8 threads at once), plus our batch API. Then the same step with 8 hanging
-  responses (power towers) mixed in. Each run is a subprocess killed --cap seconds after it is
-  ready (imports done and pools warm, which may take up to 600 s on a busy machine), so a
-  contender that hangs is reported, not waited for.
+  responses (power towers) mixed in. Each contender runs in a subprocess that grades both steps
+  in turn after one start-up (imports done and pools warm, which may take up to 600 s on a busy
+  machine); a step still running --cap seconds after it started is killed with its subprocess,
+  so a contender that hangs is reported, not waited for.
 
 Command (about 3 minutes on a 2-core machine; prints a markdown table):
   make bench            # = .venv/bin/python scripts/bench/grader_bench.py
@@ -120,11 +121,19 @@ def make_step(questions: int, per_question: int, seed: int = 0, hanging: int = 0
     return responses, golds, labels
 
 
+CONTENDERS = [
+    ("verl built-in `math_verify.compute_score`, 8 threads", "verl_builtin"),
+    ("ours `rewards.compute_score`, 8 threads", "ours_threads"),
+    ("ours `rewards.grade_batch`", "ours_batch"),
+]
+
+
 # ---------------------------------------------------------------- one contender (in a child)
-def _run_child(contender: str, questions: int, hanging: int, timeout_s: float, out_path: str) -> None:
+def _run_child(contender: str, questions: int, steps: list[int], timeout_s: float, out_path: str) -> None:
+    """Grades each step (its number of hanging responses) in turn, writing `out_path.<hanging>`:
+    a first record when the step starts, progress, and the final one with the latencies."""
     from concurrent.futures import ThreadPoolExecutor
 
-    responses, golds, labels = make_step(questions, 8, hanging=hanging)
     if contender == "verl_builtin":
         from verl.utils.reward_score import math_verify as builtin
 
@@ -141,6 +150,15 @@ def _run_child(contender: str, questions: int, hanging: int, timeout_s: float, o
     # Warm every pool worker first: process start-up is not what we measure.
     with ThreadPoolExecutor(THREADS) as ex:
         list(ex.map(lambda k: grade_one(f"\\boxed{{{k}}}", "1"), range(2 * THREADS)))
+    for hanging in steps:
+        _grade_step(contender, grade_one, questions, hanging, timeout_s, f"{out_path}.{hanging}")
+    os._exit(0)  # the built-in's stuck workers would otherwise block interpreter exit
+
+
+def _grade_step(contender, grade_one, questions: int, hanging: int, timeout_s: float, path: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    responses, golds, labels = make_step(questions, 8, hanging=hanging)
     done = 0
     latencies, verdicts = [], [None] * len(responses)
     t0 = time.perf_counter()
@@ -149,11 +167,11 @@ def _run_child(contender: str, questions: int, hanging: int, timeout_s: float, o
         record = {"done": done, "total": len(responses), "wall_s": time.perf_counter() - t0}
         if final:
             record.update(latencies=latencies, verdicts=verdicts, labels=labels)
-        with open(out_path + ".tmp", "w") as f:
+        with open(path + ".tmp", "w") as f:
             json.dump(record, f)
-        os.replace(out_path + ".tmp", out_path)
+        os.replace(path + ".tmp", path)
 
-    report(final=False)  # ready: the parent's --cap counts from here
+    report(final=False)  # started: the parent's --cap for this step counts from here
     if contender == "ours_batch":
         from rewards.grader import get_grader
 
@@ -176,45 +194,69 @@ def _run_child(contender: str, questions: int, hanging: int, timeout_s: float, o
                 if done % 64 == 0:
                     report(final=False)
     report(final=True)
-    os._exit(0)  # the built-in's stuck workers would otherwise block interpreter exit
 
 
-STARTUP_S = 600.0  # a contender's imports and warm-up, before its --cap starts
+STARTUP_S = 600.0  # a contender's imports and warm-up, before its first step's --cap starts
 
 
-def run_contender(contender: str, questions: int, hanging: int, cap: float, timeout_s: float) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        out_path = os.path.join(tmp, "result.json")
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", contender, "--questions", str(questions)]
-        cmd += ["--hanging", str(hanging), "--timeout-s", str(timeout_s), "--out", out_path]
-        # verl's built-in spawns 4 worker processes that each import verl, and `import verl` loads
-        # every `verl.plugins` entry point, ours too (~8 s per process on 2 cores): plain verl
-        # has none, and start-up is not what this benchmark measures
-        env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "none"}
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env
-        )
-        # the cap counts from the child's first report (imports done, pool warm): on a busy
-        # machine start-up alone can take a minute, and it is not what is measured
-        ready_by = time.monotonic() + STARTUP_S
-        while not os.path.exists(out_path) and proc.poll() is None and time.monotonic() < ready_by:
-            time.sleep(0.2)
-        try:
-            proc.wait(timeout=cap)
-            capped = False
-        except subprocess.TimeoutExpired:
-            capped = True
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the child's pool processes, stuck or not
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        record = {"done": 0, "total": None, "wall_s": cap}
-        if os.path.exists(out_path):
-            with open(out_path) as f:
-                record = json.load(f)
-    record["capped"] = capped or "latencies" not in record
-    return record
+def _read(path: str) -> dict | None:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def run_contender(contender: str, questions: int, steps: list[int], cap: float, timeout_s: float) -> dict:
+    """{hanging: record} for each step. One child grades the steps in turn (one start-up and
+    warm-up for all); a step that runs past --cap is killed with its child, and the steps left
+    get a fresh child."""
+    results: dict[int, dict] = {}
+    while len(results) < len(steps):
+        todo = [h for h in steps if h not in results]
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "result")
+            cmd = [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--child",
+                contender,
+                "--questions",
+                str(questions),
+            ]
+            cmd += ["--steps", ",".join(map(str, todo)), "--timeout-s", str(timeout_s), "--out", out]
+            # verl's built-in spawns 4 worker processes that each import verl, and `import verl`
+            # loads every `verl.plugins` entry point, ours too (~8 s per process on 2 cores): plain
+            # verl has none, and start-up is not what this benchmark measures
+            env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "none"}
+            proc = subprocess.Popen(
+                cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env
+            )
+            try:
+                for i, hanging in enumerate(todo):
+                    path = f"{out}.{hanging}"
+                    # the cap counts from the step's start (for the first, imports done and pools
+                    # warm: on a busy machine start-up alone can take a minute)
+                    started_by = time.monotonic() + (STARTUP_S if i == 0 else cap)
+                    while _read(path) is None and proc.poll() is None and time.monotonic() < started_by:
+                        time.sleep(0.2)
+                    deadline = time.monotonic() + cap
+                    while not ((r := _read(path)) and "latencies" in r) and proc.poll() is None:
+                        if time.monotonic() > deadline:
+                            break
+                        time.sleep(0.2)
+                    r = _read(path) or {"done": 0, "total": None, "wall_s": cap}
+                    r["capped"] = "latencies" not in r
+                    results[hanging] = r
+                    if r["capped"]:
+                        break  # the child is stuck in this step: the rest get a fresh one
+            finally:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)  # the child's pool processes, stuck or not
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+    return results
 
 
 def _fmt_row(name: str, r: dict, cap: float) -> str:
@@ -235,33 +277,32 @@ def main() -> None:
     ap.add_argument("--cap", type=float, default=150.0, help="kill a contender's run after this many seconds")
     ap.add_argument("--timeout-s", type=float, default=5.0, help="our grader's per-task time limit")
     ap.add_argument("--child", help=argparse.SUPPRESS)
-    ap.add_argument("--hanging", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--steps", default="0", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        _run_child(args.child, args.questions, args.hanging, args.timeout_s, args.out)
+        _run_child(
+            args.child, args.questions, [int(h) for h in args.steps.split(",")], args.timeout_s, args.out
+        )
         return
 
     workers = int(os.environ.get("RECIPES_GRADER_WORKERS", min(8, os.cpu_count() or 1)))
-    contenders = [
-        ("verl built-in `math_verify.compute_score`, 8 threads", "verl_builtin"),
-        ("ours `rewards.compute_score`, 8 threads", "ours_threads"),
-        ("ours `rewards.grade_batch`", "ours_batch"),
-    ]
     print(
         f"# Grader benchmark: {args.questions} questions x 8 responses, {os.cpu_count()} cores, "
         f"our pool {workers} workers, our time limit {args.timeout_s:g} s\n"
     )
+    steps = (0, 8)
     rows = {}
-    for hanging in (0, 8):
+    for _, key in CONTENDERS:
+        for hanging, r in run_contender(key, args.questions, list(steps), args.cap, args.timeout_s).items():
+            rows[(key, hanging)] = r
+    for hanging in steps:
         title = "clean step" if not hanging else f"same step + {hanging} hanging responses"
         print(f"## {title}\n")
         print("| grader | wall s | resp/s | p50 / p99 ms | agree | finished |")
         print("|---|---|---|---|---|---|")
-        for name, key in contenders:
-            r = run_contender(key, args.questions, hanging, args.cap, args.timeout_s)
-            rows[(key, hanging)] = r
-            print(_fmt_row(name, r, args.cap), flush=True)
+        for name, key in CONTENDERS:
+            print(_fmt_row(name, rows[(key, hanging)], args.cap), flush=True)
         print()
     base, ours = rows[("verl_builtin", 0)], rows[("ours_threads", 0)]
     if not base["capped"] and not ours["capped"]:
