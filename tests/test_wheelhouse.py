@@ -2,7 +2,7 @@
 splitting into parts, the manifest, verification and reassembly, the one-line errors and exit
 statuses of missing and corrupt parts and of a wheelhouse for another Python, and argument checks.
 Nothing here downloads: the real round trip (a CPU wheelhouse built from PyPI, installed offline,
-the fast tests run in it) is the benchmark scripts/bench/wheelhouse_roundtrip.py (README)."""
+the fast tests run in it) is the benchmark scripts/bench/wheelhouse_roundtrip.py (docs/slurm.md)."""
 
 import hashlib
 import importlib.util

@@ -15,7 +15,7 @@ Prints one table: the wheelhouse's size, wheel and part counts, largest part, th
 the installed environment's size and the tests' result. Needs PyPI and about 14 GB under --work
 (the 3.4 GB wheelhouse, its reassembled wheels, the 7 GB environment; default: a temporary folder,
 removed unless --keep). Measured on 2 cores: 1.4 min to build, 2.3 to install, 2.9 for the tests
-(README, docs/slurm.md). Not part of `make test`: it downloads gigabytes.
+(docs/slurm.md). Not part of `make test`: it downloads gigabytes.
 """
 
 from __future__ import annotations
