@@ -1,11 +1,12 @@
 """End to end: the checkpoints of steps 1 and 2 of a real CPU training run (the session's reference
-run, tests/conftest.py), which eval.iterate converts with verl's merger and evaluates with the
-vLLM backend (vLLM's CPU build, one engine per checkpoint) over the fixture benchmarks; an
-incomplete checkpoint; --watch following checkpoints as they appear (these two with the
-transformers backend: they test the checkpoint handling, and each vLLM engine costs a minute to
-start).
+run, tests/conftest.py), which eval.iterate converts with verl's merger and evaluates over the
+fixture benchmarks; an incomplete checkpoint; --watch following checkpoints as they appear. All
+three with the transformers backend: they test the checkpoint handling, and a vLLM engine costs
+about a minute of both cores to start. eval.iterate with vLLM on a real run's checkpoints is
+the Slurm cluster test's `eval_iterative.sbatch` job (tests/test_slurm_cluster.py); eval.run's
+vLLM backend is tests/test_eval_vllm.py.
 
-Skip with `-m "not e2e"` (or `make test-fast`); `-m "not vllm"` skips the vLLM one."""
+Skip with `-m "not e2e"` (or `make test-fast`)."""
 
 import json
 import shutil
@@ -24,7 +25,6 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "eval"
 EVAL_ARGS = ["--data-dir", str(FIXTURES), "--benchmarks", "arith,mixed,gpqa_diamond"]
 EVAL_ARGS += ["--repeats", "2", "--max-new-tokens", "16", "--max-model-len", "512", "--no-progress"]
-ENGINE_STARTED = "Initializing a V1 LLM engine"  # vLLM's log line, once per engine
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +46,10 @@ def iterate(*args: str, backend: str = "hf", timeout: int = 600) -> subprocess.C
     )
 
 
-@pytest.mark.vllm
-@pytest.mark.timeout(1500)  # the training run (its fixture) and two vLLM engines
+@pytest.mark.timeout(1500)  # the training run (its fixture) and two evaluations
 def test_iterate_converts_and_evaluates_every_checkpoint_of_a_real_run(run):
-    proc = iterate(str(run / "checkpoints"), backend="vllm")
+    proc = iterate(str(run / "checkpoints"))
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert (proc.stdout + proc.stderr).count(ENGINE_STARTED) == 2  # one vLLM engine per checkpoint
     hf, results = run / "hf", run / "eval"  # the defaults: beside checkpoints/
     merged = {}
     for step in (1, 2):
@@ -74,7 +72,7 @@ def test_iterate_converts_and_evaluates_every_checkpoint_of_a_real_run(run):
         assert len(recs) == 13 * 2
         correct = sum(json.loads(r)["correct"] for r in recs)
         assert s["per_question_average"]["accuracy"]["mean"] == pytest.approx(correct / 26)
-        assert s["settings"]["backend"] == "vllm"
+        assert s["settings"]["backend"] == "hf"
         rows[step] = s
     table = (results / "steps.md").read_text()
     for step, s in rows.items():
@@ -89,9 +87,8 @@ def test_iterate_converts_and_evaluates_every_checkpoint_of_a_real_run(run):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
     # rerun: nothing converted or generated again
-    again = iterate(str(run / "checkpoints"), backend="vllm")
+    again = iterate(str(run / "checkpoints"))
     assert again.returncode == 0, again.stderr[-3000:]
-    assert ENGINE_STARTED not in again.stdout + again.stderr
     for step in (1, 2):
         assert (
             f"step {step}: already converted -> {hf / f'global_step_{step}'}; already evaluated"
