@@ -271,37 +271,18 @@ SLOW_FIXTURES = {"tiny_model", "smollm2_model", "e2e", "tiny", "tiny_dir", "fres
 # The modules whose tests train (the `e2e` fixture): their launches share the reference run.
 TRAINING_MODULES = ("test_eval_e2e.py", "test_learning_bench.py", "test_train_e2e.py")
 SLURM_MODULE = "test_slurm_cluster.py"
-# The longest of the other modules (a vLLM server, benchmark subprocesses, fresh interpreters, a
-# model build: 1-4 minutes each under load) go first among them, so that both workers end on
-# short modules, at about the same time.
-LONG_MODULES = (
-    "test_bench_smoke.py",
-    "test_rephrase_vllm.py",
-    "test_config.py",
-    "test_cpu_platform.py",
-    "test_models.py",
-    "test_gpu_smoke.py",
-    "test_eval_convert.py",
-)
 
 
 def pytest_collection_modifyitems(items):
     """Marks `slow` what uses a slow fixture; puts the training modules first, then the Slurm
-    cluster module (its jobs are long: on the other worker, they run beside the training), then
-    LONG_MODULES, then the rest in file order."""
+    cluster module (its jobs are long: on the other worker, they run beside the training)."""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if SLOW_FIXTURES & names:
             item.add_marker(pytest.mark.slow)
         if "e2e" in names and item.path.name not in TRAINING_MODULES:
             raise pytest.UsageError(f"{item.path.name} trains (the e2e fixture): add it to TRAINING_MODULES")
-
-    def rank(item) -> tuple:
-        name = item.path.name
-        long = LONG_MODULES.index(name) if name in LONG_MODULES else len(LONG_MODULES)
-        return (name not in TRAINING_MODULES, name != SLURM_MODULE, long)
-
-    items.sort(key=rank)
+    items.sort(key=lambda item: (item.path.name not in TRAINING_MODULES, item.path.name != SLURM_MODULE))
 
 
 def pytest_xdist_make_scheduler(config, log):
