@@ -9,9 +9,9 @@
 #   make bench      the grader benchmark (table printed; docs/benchmarks.md "Grader speed")
 #   make demo       ~5 GRPO steps through verl's real trainer on the CPU (MODEL=tiny | smollm2_135m)
 # The interpreter .venv is built from (CPython 3.10-3.12): the distribution's own when it has one
-# with venv (Debian's and Ubuntu's are built with PGO and LTO, and import torch, verl and vLLM, the
-# first thing every test process and Ray worker does, with ~20% less CPU than a default pyenv or
-# source build: docs/testing.md), else python3. `make setup PYTHON=...` picks another.
+# with venv, else python3; `make setup PYTHON=...` picks another. Debian's imports torch, verl and
+# vLLM, the first thing every test process and Ray worker does, with 16% less CPU than pyenv's
+# default build (docs/testing.md, scripts/bench/import_cpu.py).
 PYTHON ?= $(shell for p in /usr/bin/python3.11 /usr/bin/python3.12 /usr/bin/python3.10; do \
 	$$p -c 'import ensurepip, venv' 2>/dev/null && { echo $$p; exit; }; done; echo python3)
 VENV   := .venv
