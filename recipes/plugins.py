@@ -6,7 +6,7 @@ rollout workers, reward loop), loaded through our `verl.plugins` entry point on 
   deterministic kernels   recipes/determinism.py (when recipes.train exported RECIPES_DETERMINISTIC=1)
 and, once the process imports the verl module they extend (`AFTER_IMPORT` below):
   CPU patches             recipes/cpu_platform.py (when VERL_PLATFORM=cpu)
-  weight-sync socket per run  recipes/weight_sync.py (two runs on one machine)
+  weight-sync sockets per run  recipes/weight_sync.py (in the run's Ray session folder)
   PPO loss on on-policy updates  recipes/on_policy.py (old = current.detach(), no extra pass)
   trainer "recipes_sync"  recipes/trainer.py
   reward "math_pool"      recipes/reward.py
