@@ -36,7 +36,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from recipes import determinism
+from recipes import determinism, run_folder
 from recipes.console import held, quiet
 from recipes.settings import ConfigError
 
@@ -513,7 +513,7 @@ def run(cfg: DictConfig) -> Path:
     metrics.parent.mkdir(parents=True, exist_ok=True)
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("".join(before_ray))
-    _save_resolved(cfg, out / "config.yaml")
+    (out / "config.yaml").write_text(run_folder.resolved_yaml(cfg))  # hydra/ has the composed one
     os.environ["VERL_FILE_LOGGER_PATH"] = str(metrics)
     # verl's TensorBoard and wandb loggers write under the current directory unless told; keep
     # every output of the run in its own folder (a variable you set yourself wins)
@@ -600,6 +600,7 @@ def preflight(cfg: DictConfig) -> list[str]:
     prepare(cfg)
     check_model(cfg)
     check_data(cfg)
+    run_folder.check_same_run(cfg)
     return [n for n in notes if n]
 
 
@@ -624,15 +625,6 @@ def join_external_cluster(cfg: DictConfig, env_before: dict) -> None:
         ray_init.runtime_env.env_vars = {**ours, **env}
 
 
-def _save_resolved(cfg: DictConfig, path: Path) -> None:
-    """The config as the run sees it, interpolations resolved (hydra/ has the composed one)."""
-    try:
-        text = OmegaConf.to_yaml(cfg, resolve=True)
-    except Exception:  # noqa: BLE001 - an interpolation only a worker can resolve: keep it as written
-        text = OmegaConf.to_yaml(cfg)
-    path.write_text(text)
-
-
 # verl's defaults list holds the `model` group twice (actor and critic): `model=X` means the actor's.
 GROUP_ALIASES = {"model": "model@actor_rollout_ref.model"}
 
@@ -655,6 +647,8 @@ def record_choices(cfg: DictConfig, choices: dict, overrides: list[str] = ()) ->
     with open_dict(cfg):
         cfg.recipes.model = choices.get(GROUP_ALIASES["model"])
         cfg.recipes.data = choices.get("data")
+        if cfg.trainer.experiment_name is None:
+            cfg.trainer.experiment_name = run_folder.run_name(cfg)
         cfg.recipes.added_keys = [
             o[1:].split("=", 1)[0]
             for o in overrides
@@ -662,7 +656,7 @@ def record_choices(cfg: DictConfig, choices: dict, overrides: list[str] = ()) ->
         ]
 
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+CONFIG_DIR = run_folder.CONFIG_DIR
 
 
 def verl_searchpath() -> str:
@@ -854,6 +848,9 @@ if __name__ == "__main__":
         sys.argv[1:] = [a for a in sys.argv[1:] if a not in VERBOSE_FLAGS] + ["recipes.verbose=true"]
     sys.argv[1:] = translate_overrides(sys.argv[1:])
     composed = check_overrides(sys.argv[1:], verbose)
+    if composed is not None and not any(a.startswith("trainer.experiment_name=") for a in sys.argv[1:]):
+        # the name record_choices gave the run, for Hydra's own folder (<output_dir>/hydra) too
+        sys.argv.append(f"trainer.experiment_name={composed.trainer.experiment_name}")
     if not any(a.startswith("hydra.searchpath=") for a in sys.argv[1:]):
         sys.argv.insert(1, verl_searchpath())
     _launch(composed)
