@@ -196,20 +196,24 @@ class PlatformCPU(PlatformBase):
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Post-import hooks: for each `name: then` of `hooks`, `then()` runs right after the process
-    has executed verl's module `name` (at once if verl imported it before loading this plugin).
-    A registration is thus made when the process imports the registry it goes into, and a process
-    that uses none (a TransferQueue or storage actor, a test interpreter) does not import verl's
-    trainer, agent loop and workers for it: `import verl` with VERL_PLATFORM=cpu takes 4.5 s on 2
-    cores, as without the plugin, against 9.1 s when every registration was made up front."""
+    """Post-import hooks: for each `(name, then)` of `hooks`, `then()` runs right after the process
+    has executed verl's module `name` (at once if verl imported it before loading this plugin);
+    several hooks on one module run in the order listed. A registration is thus made when the
+    process imports the registry it goes into, and a process that uses none (a TransferQueue or
+    storage actor, a test interpreter) does not import verl's trainer, agent loop and workers for
+    it: `import verl` with VERL_PLATFORM=cpu takes 4.5 s on 2 cores, as without the plugin, against
+    9.1 s when every registration was made up front."""
 
-    def __init__(self, hooks: dict[str, Callable[[], object]]) -> None:
-        self.hooks = dict(hooks)
+    def __init__(self, hooks: list[tuple[str, Callable[[], object]]]) -> None:
+        self.hooks: dict[str, list[Callable[[], object]]] = {}
+        for name, then in hooks:
+            self.hooks.setdefault(name, []).append(then)
 
     def install(self) -> None:
         sys.meta_path.insert(0, self)
         for name in [n for n in self.hooks if n in sys.modules]:  # imported before this plugin
-            self.hooks.pop(name)()
+            for then in self.hooks.pop(name):
+                then()
 
     def find_spec(self, name, path=None, target=None):
         if name not in self.hooks:
@@ -221,9 +225,9 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 
 class _ThenLoader(importlib.abc.Loader):
-    """`loader`, then `then()` once the module has executed."""
+    """`loader`, then each of `then` once the module has executed."""
 
-    def __init__(self, loader, then: Callable[[], object]) -> None:
+    def __init__(self, loader, then: list[Callable[[], object]]) -> None:
         self.loader, self.then = loader, then
 
     def create_module(self, spec):
@@ -231,7 +235,8 @@ class _ThenLoader(importlib.abc.Loader):
 
     def exec_module(self, module) -> None:
         self.loader.exec_module(module)
-        self.then()
+        for then in self.then:
+            then()
 
     def __getattr__(self, name: str):  # get_source, get_resource_reader, ...: the real loader's
         return getattr(self.loader, name)
@@ -241,20 +246,21 @@ def _importer(module: str) -> Callable[[], object]:
     return lambda: importlib.import_module(module)
 
 
-# verl's module -> what to do once a process has imported it: our registrations ...
-AFTER_IMPORT: dict[str, Callable[[], object]] = {
-    "verl.experimental.agent_loop": _importer("recipes.agent_loop"),  # the agent loop registry
-    "verl.experimental.reward_loop.reward_manager": _importer("recipes.reward"),  # reward managers
-    "verl.trainer.ppo.core_algos": _importer("recipes.cw_grpo"),  # policy losses
-    "verl.trainer.ppo.v1": _importer("recipes.trainer"),  # trainers
-}
+# (verl's module, what to do once a process has imported it): our registrations, a module that
+# registers with verl at import (docs/adding_a_method.md) ...
+AFTER_IMPORT: list[tuple[str, Callable[[], object]]] = [
+    ("verl.experimental.agent_loop", _importer("recipes.agent_loop")),  # the agent loop registry
+    ("verl.experimental.reward_loop.reward_manager", _importer("recipes.reward")),  # reward managers
+    ("verl.trainer.ppo.core_algos", _importer("recipes.cw_grpo")),  # policy losses
+    ("verl.trainer.ppo.v1", _importer("recipes.trainer")),  # trainers
+]
 from recipes import on_policy, weight_sync  # noqa: E402  ... a fix of verl's weight sync, the on-policy loss
 
-AFTER_IMPORT |= weight_sync.PATCHES | on_policy.PATCHES
+AFTER_IMPORT += [*weight_sync.PATCHES.items(), *on_policy.PATCHES.items()]
 if os.environ.get("VERL_PLATFORM") == "cpu":  # ... and the CPU patches
     from recipes.cpu_platform import PATCHES
 
-    AFTER_IMPORT |= PATCHES
+    AFTER_IMPORT += PATCHES.items()
 
 _AfterImport(AFTER_IMPORT).install()
 
