@@ -12,6 +12,7 @@ Skip locally with `make test-fast` (or `-m "not e2e"`).
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -494,3 +495,33 @@ def test_dapo_with_prorl_validation_plateau_resets_at_the_start_of_the_next_step
         ckpt / "global_step_4" / "actor"
     ).is_dir()
     assert "[checkpoints] step 3: parameters and optimizer states removed" in log_of(out)
+
+
+# ------------------------------------------------------------------------------ docs/metrics.md
+# what this project logs: its own prefixes, and validation metrics named after a data source
+OURS = re.compile(
+    r"(grader|template|ta_grpo|prorl|actor/cw_grpo)/.+|timing_s/prorl_.+|actor/entropy|val-(core|aux)/[^/]+/[^/]+/mean@\d+"
+)
+
+
+def documented_metrics() -> list[str]:
+    """The metric column of docs/metrics.md's tables, down to eval.iterate's (logged by
+    tests/test_eval_e2e.py's runs, not these)."""
+    text = (REPO / "docs" / "metrics.md").read_text().split("## Evaluation")[0]
+    return re.findall(r"^\| `([^`]+)` \|", text, re.M)
+
+
+def test_docs_metrics_lists_every_metric_the_runs_log_and_nothing_they_do_not(e2e, launches):
+    logged = set()
+    for out in [e2e.reference()[0], *(out for out, _ in launches.values())]:
+        for path in (out / "metrics").glob("*.jsonl"):
+            for line in path.read_text().splitlines():
+                logged |= set(json.loads(line)["data"])
+    documented = documented_metrics()
+    patterns = [re.compile(re.sub(r"<[^>]+>", "[^/]+", re.escape(m))) for m in documented]
+    undocumented = sorted(
+        k for k in logged if OURS.fullmatch(k) and not any(p.fullmatch(k) for p in patterns)
+    )
+    assert not undocumented, f"logged, not in docs/metrics.md: {undocumented}"
+    never = [m for m, p in zip(documented, patterns, strict=True) if not any(p.fullmatch(k) for k in logged)]
+    assert not never, f"in docs/metrics.md, logged by none of the runs: {never}"
