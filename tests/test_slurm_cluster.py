@@ -177,7 +177,7 @@ def train_args(out: Path, steps: int) -> list[str]:
     ]
 
 
-STEPS = 3  # the run's length: scancel'ed after checkpoint 2, the resubmission trains step 3
+STEPS = 2  # the run's length: scancel'ed after checkpoint 1, the resubmission trains step 2
 
 
 def two_node_job(cluster, out: Path, name: str) -> str:
@@ -186,8 +186,8 @@ def two_node_job(cluster, out: Path, name: str) -> str:
 
 @pytest.fixture(scope="module")
 def run(cluster, shm_not_ours):
-    """The two-node run through its first two jobs: trained on both nodes and `scancel`ed mid-step 3
-    (after checkpoint 2), then resubmitted, which resumes and finishes. Each job's log, exit
+    """The two-node run through its first two jobs: trained on both nodes and `scancel`ed mid-step 2
+    (after checkpoint 1), then resubmitted, which resumes and finishes. Each job's log, exit
     status and what of it outlived it (looked at as soon as it left the queue)."""
     out = cluster["dir"] / "run"
     tracker = out / "checkpoints" / "latest_checkpointed_iteration.txt"
@@ -195,7 +195,7 @@ def run(cluster, shm_not_ours):
     before = shm_files()
     job = two_node_job(cluster, out, "train")
     deadline = time.monotonic() + 900
-    while not (tracker.exists() and tracker.read_text().strip() == "2"):
+    while not (tracker.exists() and tracker.read_text().strip() == str(STEPS - 1)):
         assert in_queue(cluster, job) and time.monotonic() < deadline, log_of(cluster, job, "train")[-4000:]
         time.sleep(1)
     subprocess.run(["scancel", job], env=cluster["env"], check=True, timeout=30)
@@ -224,7 +224,7 @@ def test_two_node_job_trains_with_a_ray_node_on_each(run):
     assert re.search(r"^  nnodes: 2$", config, re.M) and re.search(r"^  n_gpus_per_node: 1$", config, re.M)
     # each FSDP rank wrote its own shard of the model
     assert sorted(
-        p.name for p in (out / "checkpoints" / "global_step_2" / "actor").glob("model_world_size_2_rank_*.pt")
+        p.name for p in (out / "checkpoints" / f"global_step_{STEPS - 1}" / "actor").glob("model_world_size_2_rank_*.pt")
     ) == [
         "model_world_size_2_rank_0.pt",
         "model_world_size_2_rank_1.pt",
@@ -243,12 +243,12 @@ def test_the_resubmission_resumes_from_the_last_checkpoint_and_finishes(run):
     assert resume["status"] == 0, resume["log"][-4000:]
     assert "done: metrics in" in resume["log"] and "Ray cluster ready: 2 node(s), 2 GPU(s)" in resume["log"]
     assert (out / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == str(STEPS)
-    # it loaded checkpoint 2 and trained step 3 only (a scancel between a step's checkpoint and
+    # it loaded checkpoint 1 and trained step 2 only (a scancel between a step's checkpoint and
     # its metrics line loses that line, not the step)
     launches = sorted((out / "metrics").glob("*.jsonl"))
     assert [json.loads(line)["step"] for line in launches[-1].read_text().splitlines()] == [STEPS]
     run_log = sorted((out / "logs").glob("*.log"))[-1].read_text(errors="replace")
-    assert f"Resuming from {out / 'checkpoints' / 'global_step_2'}, setting global step to 2" in run_log
+    assert f"Resuming from {out / 'checkpoints' / f'global_step_{STEPS - 1}'}, setting global step to {STEPS - 1}" in run_log
     assert not resume["left"] and "[sweep_job" in resume["log"]
 
 
