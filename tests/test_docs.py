@@ -1,0 +1,265 @@
+"""What the docs tell a user to type exists: every `python -m` module, script, path, `make`
+target, config group option, Hydra key and command-line flag named in README.md, docs/*.md and the
+comments of configs/ and scripts/; every link and its anchor."""
+
+import functools
+import importlib.util
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+REPO = Path(__file__).resolve().parent.parent
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+COMMENTED = [
+    *sorted((REPO / "configs").rglob("*.yaml")),
+    *sorted((REPO / "scripts").rglob("*.sh")),
+    *sorted((REPO / "scripts").rglob("*.sbatch")),
+    REPO / "Makefile",
+]
+GROUPS = ("experiment", "method", "model", "data", "platform")
+# a name the reader fills in: <...>, *, ..., an all-caps word (N, NAME, DIR, BASELINE), or the
+# example of docs/adding_a_method.md, which the reader creates
+PLACEHOLDER = re.compile(r"[<>*{}]|\.\.\.|\b[A-Z][A-Z_]*\b|my_method")
+
+
+def rel(path: Path) -> str:
+    return str(path.relative_to(REPO))
+
+
+def commands(text: str) -> list[str]:
+    """Shell commands in `text`: the lines of fenced blocks (continuation lines joined, comments
+    and prompts dropped) and inline code spans that start with python, sbatch or make."""
+    found = []
+    for block in re.findall(r"```[a-z]*\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split(" #", 1)[0].strip().removeprefix("$ ")
+            if line and not line.startswith("#"):
+                found.append(line)
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    found += [
+        c for c in re.findall(r"`([^`\n]+)`", prose) if re.match(r"(\S+=\S+ )*(python|sbatch|make)\b", c)
+    ]
+    return found
+
+
+def words(command: str) -> list[str]:
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
+
+
+def all_commands() -> list[tuple[str, str]]:
+    """(file, command) for every doc."""
+    return [(rel(f), c) for f in DOCS for c in commands(f.read_text())]
+
+
+def comment_text(path: Path) -> str:
+    return "\n".join(
+        line.split("#", 1)[1] for line in path.read_text().splitlines() if "#" in line and "://" not in line
+    )
+
+
+# ------------------------------------------------------------------------------ modules, scripts
+def test_every_python_module_and_script_the_docs_run_exists():
+    missing = []
+    sources = [*((f, c) for f, c in all_commands()), *((rel(p), comment_text(p)) for p in COMMENTED)]
+    for where, text in sources:
+        for module in re.findall(r"python3? -m ([A-Za-z_][\w.]*)", text):
+            if importlib.util.find_spec(module.split(".")[0]) is None or not _module_exists(module):
+                missing.append(f"{where}: python -m {module}")
+        for script in re.findall(
+            r"(?:python3?|bash|sbatch|sh)(?: [-\w=]+)* ((?:scripts|tests|recipes)/[\w/.-]+)", text
+        ):
+            if not PLACEHOLDER.search(script) and not (REPO / script).exists():
+                missing.append(f"{where}: {script}")
+    assert not missing, "\n".join(missing)
+
+
+@functools.cache
+def _module_exists(module: str) -> bool:
+    """The module exists, and one of this project's runs as a program (`python -m` of a module
+    without a main block does nothing)."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except ModuleNotFoundError:
+        return False
+    if spec is None or spec.origin is None or REPO not in Path(spec.origin).parents:
+        return spec is not None
+    source = Path(spec.origin)
+    if source.name == "__init__.py":
+        source = source.parent / "__main__.py"
+    return source.is_file() and (source.name == "__main__.py" or '__name__ == "__main__"' in source.read_text())
+
+
+def test_every_path_the_docs_name_exists():
+    """Backticked paths into the project's own folders (no placeholders). `eval/` is also a run's
+    results folder and the prefix of eval.iterate's metrics: only its modules count."""
+    roots = ("recipes/", "rewards/", "prompt_aug/", "configs/", "scripts/", "tests/", "docs/")
+    missing = []
+    for doc in DOCS:
+        prose = doc.read_text()
+        for span in re.findall(r"`([^`\n]+)`", prose):
+            for token in span.split():
+                token = token.rstrip(".,;:)").split("::")[0].split(":")[0]
+                ours = token.startswith(roots) or (token.startswith("eval/") and token.endswith(".py"))
+                if ours and not PLACEHOLDER.search(token) and not (REPO / token).exists():
+                    missing.append(f"{rel(doc)}: {token}")
+    assert not missing, "\n".join(missing)
+
+
+def test_every_make_target_the_docs_use_exists():
+    targets = set(re.findall(r"^([\w-]+):", (REPO / "Makefile").read_text(), re.M))
+    missing = [
+        f"{where}: make {target}"
+        for where, command in all_commands()
+        for target in re.findall(r"\bmake ([a-z][\w-]*)", command)
+        if target not in targets
+    ]
+    assert not missing, "\n".join(missing)
+
+
+# ------------------------------------------------------------------------------ links
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    out, seen = set(), {}
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    for heading in re.findall(r"^#+\s+(.*)$", text, re.M):
+        a = slug(heading)
+        out.add(a if a not in seen else f"{a}-{seen[a]}")
+        seen[a] = seen.get(a, 0) + 1
+    return out
+
+
+def test_every_link_and_anchor_resolves():
+    broken = []
+    for doc in DOCS:
+        text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)
+        for link in re.findall(r"\]\(([^)\s]+)\)", text):
+            if link.startswith(("http://", "https://", "mailto:")):
+                continue
+            path, _, anchor = link.partition("#")
+            target = (doc.parent / path).resolve() if path else doc
+            if not target.exists() or REPO not in target.parents:
+                broken.append(f"{rel(doc)}: {link}")
+            elif anchor and target.suffix == ".md" and anchor not in anchors(target):
+                broken.append(f"{rel(doc)}: {link} (no such heading)")
+    assert not broken, "\n".join(broken)
+
+
+# ------------------------------------------------------------------------------ configs
+def train_commands() -> list[tuple[str, list[str]]]:
+    """(file, overrides) of every `python -m recipes.train` or `sbatch .../train.sbatch` line."""
+    out = []
+    for where, command in all_commands():
+        w = words(command)
+        for i, word in enumerate(w):
+            if (
+                word == "recipes.train"
+                and i
+                and w[i - 1] == "-m"
+                or word.endswith("scripts/slurm/train.sbatch")
+            ):
+                out.append((where, [a for a in w[i + 1 :] if "=" in a and not a.startswith("-")]))
+                break
+    return out
+
+
+def test_every_config_group_option_the_docs_use_exists():
+    missing = []
+    texts = [(where, " ".join(args)) for where, args in train_commands()]
+    texts += [(rel(p), comment_text(p)) for p in COMMENTED]
+    texts += [(rel(d), " ".join(re.findall(r"`([^`\n]+)`", d.read_text()))) for d in DOCS]
+    for where, text in texts:
+        for group, value in re.findall(rf"(?<![\w.@/+~])({'|'.join(GROUPS)})=(\[[^\]]*\]|[\w-]+)", text):
+            for name in value.strip("[]").split(","):
+                name = name.strip()
+                if (
+                    name
+                    and not PLACEHOLDER.search(name)
+                    and not (REPO / "configs" / group / f"{name}.yaml").is_file()
+                ):
+                    missing.append(f"{where}: {group}={name}")
+    assert not missing, "\n".join(sorted(set(missing)))
+
+
+@pytest.mark.slow  # composes each documented command's config (~0.3 s each)
+def test_every_key_the_docs_set_on_the_command_line_exists():
+    from recipes.train import compose
+
+    missing = []
+    for where, args in train_commands():
+        if any(PLACEHOLDER.search(a) for a in args):
+            args = [a for a in args if not PLACEHOLDER.search(a.split("=", 1)[1] if "=" in a else a)]
+        groups = [a for a in args if a.split("=", 1)[0] in GROUPS]
+        if not any(a.startswith(("experiment=", "model=")) for a in groups):
+            groups = ["experiment=demo_cpu", *groups]
+        cfg = compose(groups)
+        for arg in args:
+            key = arg.split("=", 1)[0]
+            if key in GROUPS or key.startswith(("+", "~", "hydra.")):
+                continue
+            if OmegaConf.select(cfg, key, default="<absent>", throw_on_missing=False) == "<absent>":
+                missing.append(f"{where}: {key}")
+    assert not missing, "\n".join(sorted(set(missing)))
+
+
+# ------------------------------------------------------------------------------ flags
+SBATCH_TOOL = {
+    "eval_iterative.sbatch": "eval.iterate",
+    "eval_checkpoint.sbatch": "eval.run",
+    "convert.sbatch": "eval.convert",
+}
+
+
+def flag_uses() -> dict[str, set[tuple[str, str]]]:
+    """module or script -> {(file, --flag)} for every documented command that runs it."""
+    uses: dict[str, set[tuple[str, str]]] = {}
+    for where, command in all_commands():
+        w = words(command)
+        for i, word in enumerate(w):
+            if (
+                word == "-m"
+                and i + 1 < len(w)
+                and w[i + 1] != "recipes.train"
+                and w[i + 1].split(".")[0] in ("recipes", "eval", "prompt_aug", "rewards")
+            ):
+                target, rest = w[i + 1], w[i + 2 :]
+            elif word.startswith("scripts/") and word.endswith(".py"):
+                target, rest = word, w[i + 1 :]
+            elif Path(word).name in SBATCH_TOOL:  # the options go to the tool the job runs
+                target, rest = SBATCH_TOOL[Path(word).name], w[i + 1 :]
+            else:
+                continue
+            flags = {(where, a.split("=", 1)[0]) for a in rest if a.startswith("--")}
+            uses.setdefault(target, set()).update(flags)
+            break
+    return uses
+
+
+@pytest.mark.slow  # each tool's --help in a fresh interpreter
+def test_every_flag_the_docs_pass_to_a_tool_exists():
+    missing = []
+    for target, used in sorted(flag_uses().items()):
+        if not used:
+            continue
+        cmd = (
+            [sys.executable, target, "--help"]
+            if target.endswith(".py")
+            else [sys.executable, "-m", target, "--help"]
+        )
+        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, (target, proc.stderr[-2000:])
+        known = set(re.findall(r"--[\w-]+", proc.stdout))
+        missing += [f"{where}: {target} {flag}" for where, flag in used if flag not in known]
+    assert not missing, "\n".join(sorted(missing))
