@@ -263,3 +263,12 @@ def test_every_flag_the_docs_pass_to_a_tool_exists():
         known = set(re.findall(r"--[\w-]+", proc.stdout))
         missing += [f"{where}: {target} {flag}" for where, flag in used if flag not in known]
     assert not missing, "\n".join(sorted(missing))
+
+
+# ------------------------------------------------------------------------------ lists
+def test_every_preset_has_a_row_in_the_presets_table_and_every_row_a_preset():
+    """docs/running.md's presets table is the one list of presets (`--help` reads configs/)."""
+    text = (REPO / "docs" / "running.md").read_text().split("## Presets", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([\w-]+)` \|", text, re.M)
+    presets = sorted(p.stem for p in (REPO / "configs" / "experiment").glob("*.yaml"))
+    assert sorted(rows) == presets
