@@ -273,17 +273,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     failed = 0
-    for step in chosen:
+    for k, step in enumerate(chosen, 1):
         try:
             target, done_now = convert(
                 steps[step], hf_root / f"global_step_{step}", args.force, args.trust_remote_code
             )
         except IncompleteCheckpoint as e:
-            print(f"[convert] step {step}: skipped: {e}", file=sys.stderr)
+            print(f"[convert] step {step} ({k}/{len(chosen)}): skipped: {e}", file=sys.stderr)
             failed += 1
             continue
         print(
-            f"[convert] step {step}: {'converted' if done_now else 'already converted'} -> {target}",
+            f"[convert] step {step} ({k}/{len(chosen)}): {'converted' if done_now else 'already converted'} -> {target}",
             flush=True,
         )
     if not chosen:

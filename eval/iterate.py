@@ -261,7 +261,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("checkpoint_root", help="a run's checkpoints/ folder (holding global_step_N/)")
     add_selection_arguments(p)
-    p.add_argument("--results-root", help="results per step, table and plot (default: eval/ beside it)")
+    p.add_argument(
+        "--out",
+        "--results-root",
+        dest="out",
+        help="results per step, table and plot (default: eval/ beside it; --results-root: its old name)",
+    )
     p.add_argument("--watch", action="store_true", help="keep polling for new checkpoints of a live run")
     p.add_argument("--poll-s", type=float, default=300.0, help="--watch: seconds between polls (default 300)")
     p.add_argument(
@@ -289,6 +294,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     add_eval_arguments(p)
     args = p.parse_args(argv)
+    if any(
+        a == "--results-root" or a.startswith("--results-root=")
+        for a in (sys.argv[1:] if argv is None else argv)
+    ):
+        print("note: --results-root is now --out; the old name goes in the next release", file=sys.stderr)
 
     try:
         root = resolve(args.checkpoint_root)
@@ -303,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         wandb_dir = root.parent if wandb_run(root.parent) else None
     wandb_project = args.wandb_project or run_project(root.parent)
     hf_root = Path(args.hf_root).resolve() if args.hf_root else default_hf_root(root)
-    results_root = Path(args.results_root).resolve() if args.results_root else default_results_root(root)
+    results_root = Path(args.out).resolve() if args.out else default_results_root(root)
     try:
         kwargs = eval_kwargs(args)
         for name in kwargs["benchmarks"]:  # fail on a bad benchmark name now, not after a conversion
@@ -316,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.every is not None and args.steps:
             raise EvalError("give either --every or --steps, not both")
         outside(hf_root, root, "--hf-root")
-        outside(results_root, root, "--results-root")
+        outside(results_root, root, "--out")
         find_steps(root)  # two folders for one step, a step link that leads nowhere: say so now
         ensure_writable(hf_root, "converted models")
         ensure_writable(results_root, "results")
@@ -343,7 +353,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             chosen = select_steps(list(steps), args.every)
         progress = False
-        for step in (s for s in chosen if s not in handled):
+        for k, step in enumerate(chosen, 1):
+            if step in handled:
+                continue
+            at = f"step {step} ({k}/{len(chosen)})"
             if args.watch and latest is not None and step > latest:
                 continue  # still being written
             try:
@@ -354,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.watch and latest is None:
                     continue  # no tracker: maybe still being written
                 if failed.get(step) != str(e):  # said once; --watch tries it again every poll
-                    print(f"[iterate] step {step}: skipped: {e}", file=sys.stderr, flush=True)
+                    print(f"[iterate] {at}: skipped: {e}", file=sys.stderr, flush=True)
                 failed[step] = str(e)
                 if not args.watch:
                     handled.add(step)
@@ -363,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             out = results_root / f"global_step_{step}"
             summary = finished_summary(out, model, kwargs)
             print(
-                f"[iterate] step {step}: {'converted' if converted else 'already converted'} -> {model}; "
+                f"[iterate] {at}: {'converted' if converted else 'already converted'} -> {model}; "
                 + ("already evaluated" if summary else "evaluating"),
                 flush=True,
             )
@@ -381,7 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress = True
             avg_b, avg_q = summary["per_benchmark_average"], summary["per_question_average"]
             print(
-                f"[iterate] step {step}: per-benchmark average {pct(avg_b['accuracy']['mean'])}, "
+                f"[iterate] {at}: per-benchmark average {pct(avg_b['accuracy']['mean'])}, "
                 f"per-question average {pct(avg_q['accuracy']['mean'])}",
                 flush=True,
             )

@@ -428,7 +428,13 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
         help="prompt template: any of `python -m prompt_aug.templates list`, `none` (question as the "
         "user turn), `raw` (no chat template). Default qwen-math, as the papers evaluated",
     )
-    g.add_argument("--decoding", choices=("greedy", "sample"), default="greedy")
+    g.add_argument(
+        "--decoding",
+        choices=("greedy", "sample"),
+        default="greedy",
+        help="greedy: temperature 0, --repeats runs averaged (avg@R); sample: --n samples per question at "
+        "--temperature/--top-p, pass@k (default greedy)",
+    )
     g.add_argument("--repeats", type=int, help="greedy: runs averaged, avg@R (default 5, the papers' avg@5)")
     g.add_argument("--n", type=int, help="sample: samples per question (default 32, TA-GRPO's largest k)")
     g.add_argument("--k", type=int_list, help="sample: pass@k for these k (default 1,2,4,...,n)")

@@ -830,12 +830,20 @@ def build_parser() -> argparse.ArgumentParser:
         "(TA-GRPO), through an OpenAI-compatible endpoint. See docs/rephrase.md.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example:\n  python -m recipes.rephrase --input $RECIPES_CACHE/data/math/train.parquet \\\n"
-        "      --output $RECIPES_CACHE/data/math_rephrased/train.parquet --n 3 \\\n"
+        "      --output $RECIPES_CACHE/data/math_rephrased/train.parquet --rephrasings 3 \\\n"
         "      --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen2.5-7B-Instruct",
     )
     p.add_argument("--input", required=True, metavar="IN.parquet", help="rows in the project's schema")
     p.add_argument("--output", required=True, metavar="OUT.parquet", help="written atomically at the end")
-    p.add_argument("--n", required=True, type=_positive(int, 1), help="rephrasings per question")
+    p.add_argument(
+        "--rephrasings",
+        "--n",
+        dest="n",
+        required=True,
+        type=_positive(int, 1),
+        metavar="N",
+        help="rephrasings per question (recipes.ta_grpo.n_rephrasings; --n: its old name)",
+    )
     p.add_argument(
         "--base-url", required=True, metavar="URL", help="e.g. http://localhost:8000/v1 (vllm serve)"
     )
@@ -930,6 +938,8 @@ def _schema_notes(path: Path) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if "--n" in (sys.argv[1:] if argv is None else argv):
+        print("note: --n is now --rephrasings; the old name goes in the next release", file=sys.stderr)
     if not _ENV_NAME.fullmatch(args.api_key_env):  # never echo it: it may be the key itself
         parser.error(
             "--api-key-env takes the NAME of an environment variable (letters, digits, _), not a key"

@@ -429,17 +429,61 @@ COLUMNS = [
 ]
 
 
-def format_row(step: int, data: dict) -> str:
+ETA_WIDTH = 8
+
+
+def format_row(step: int, data: dict, eta_s: float | None = None) -> str:
     cells = []
     for name, key, fmt in COLUMNS:
         value = step if name == "step" else data.get(key)
         width = len(fmt.format(0.0))
         cells.append(fmt.format(value) if isinstance(value, (int, float)) else "-".rjust(width))
-    return " ".join(cells)
+    return " ".join([*cells, format_duration(eta_s).rjust(ETA_WIDTH)])
 
 
 def header() -> str:
-    return " ".join(name.rjust(len(fmt.format(0.0))) for name, _, fmt in COLUMNS)
+    return " ".join([*(name.rjust(len(fmt.format(0.0))) for name, _, fmt in COLUMNS), "eta".rjust(ETA_WIDTH)])
+
+
+def format_duration(seconds: float | None) -> str:
+    """45s, 12m05s, 3h07m; "-" when unknown."""
+    if seconds is None:
+        return "-"
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def eta(step: int, total: int | None, step_seconds: list[float]) -> float | None:
+    """Time left after `step` of `total`: the steps left times the median step of this launch,
+    its first step left out when there are others (it includes vLLM's and the trainer's warm-up)."""
+    if not total or not step_seconds:
+        return None
+    timed = sorted(step_seconds[1:] or step_seconds)
+    return max(total - step, 0) * timed[len(timed) // 2]
+
+
+def planned_steps(cfg: DictConfig) -> int | None:
+    """The run's step count: trainer.total_training_steps, else epochs x (train rows // batch),
+    as verl counts them (it drops the last partial batch; rows it filters out are not known here)."""
+    total = _get(cfg, "trainer.total_training_steps")
+    if total:
+        return int(total)
+    try:
+        import pyarrow.parquet as pq
+
+        files = _get(cfg, "data.train_files")
+        files = [files] if isinstance(files, str) else list(files or [])
+        rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    except Exception:  # noqa: BLE001 - no ETA rather than no run
+        return None
+    cap = _get(cfg, "data.train_max_samples")
+    if cap and int(cap) > 0:
+        rows = min(rows, int(cap))
+    return int(_get(cfg, "trainer.total_epochs") or 1) * (rows // int(_get(cfg, "data.train_batch_size")))
 
 
 def validation_lines(data: dict) -> list[str]:
@@ -447,9 +491,10 @@ def validation_lines(data: dict) -> list[str]:
     return [f"  validation: {k} = {v:.4f}" for k, v in sorted(data.items()) if k.startswith("val-core/")]
 
 
-def _follow(path: Path, stop: threading.Event, say) -> None:
-    """Print a table row (and its validation results) for each step verl's file logger appends."""
-    pos, printed = 0, False
+def _follow(path: Path, stop: threading.Event, say, total: int | None = None) -> None:
+    """Print a table row (and its validation results) for each step verl's file logger appends,
+    with the time left to step `total`."""
+    pos, printed, seconds = 0, False, []
     while True:
         done = stop.is_set()
         if path.exists():
@@ -463,7 +508,9 @@ def _follow(path: Path, stop: threading.Event, say) -> None:
                     if not printed:
                         say(header())
                         printed = True
-                    say(format_row(rec["step"], rec["data"]))
+                    if isinstance(rec["data"].get("timing_s/step"), (int, float)):
+                        seconds.append(float(rec["data"]["timing_s/step"]))
+                    say(format_row(rec["step"], rec["data"], eta(rec["step"], total, seconds)))
                     for text in validation_lines(rec["data"]):
                         say(text)
         if done:
@@ -542,7 +589,7 @@ def run(cfg: DictConfig) -> Path:
         )
     with quiet(log, enabled=not verbose) as say:
         stop = threading.Event()
-        table = threading.Thread(target=_follow, args=(metrics, stop, say), daemon=True)
+        table = threading.Thread(target=_follow, args=(metrics, stop, say, planned_steps(cfg)), daemon=True)
         if _get(cfg, "recipes.step_table"):
             table.start()
         session = contextlib.nullcontext()

@@ -29,7 +29,8 @@
 # with the command that would fetch it; the other presets still run.
 #
 # Environment variables:
-#   GPUS            GPUs to use, 1-8 (default: CUDA_VISIBLE_DEVICES's count, else nvidia-smi's)
+#   GPUS_PER_NODE   GPUs to use, 1-8 (default: CUDA_VISIBLE_DEVICES's count, else nvidia-smi's;
+#                   GPUS: its old name)
 #   PRESETS         comma-separated subset of the presets (default: all GPU presets)
 #   PYTHON          interpreter with this project installed (default: python)
 #   ATTN            auto (default: flash-attn if importable, else sdpa), flash or sdpa
@@ -77,19 +78,23 @@ fi
 command -v "$PYTHON" >/dev/null 2>&1 || die "PYTHON=$PYTHON not found on PATH (activate the environment)"
 
 # ---- how many GPUs ----
-if [[ -n ${GPUS:-} ]]; then
-    require_posint GPUS
+if [[ -n ${GPUS:-} && -z ${GPUS_PER_NODE:-} ]]; then
+    note "GPUS is now GPUS_PER_NODE (as in train.sbatch); the old name goes in the next release"
+    GPUS_PER_NODE=$GPUS
+fi
+if [[ -n ${GPUS_PER_NODE:-} ]]; then
+    require_posint GPUS_PER_NODE
 elif [[ -n ${CUDA_VISIBLE_DEVICES:-} ]]; then
     IFS=, read -ra _visible <<<"$CUDA_VISIBLE_DEVICES"
-    GPUS=${#_visible[@]}
+    GPUS_PER_NODE=${#_visible[@]}
 elif command -v nvidia-smi >/dev/null 2>&1; then
-    GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-    ((GPUS > 0)) || die "nvidia-smi lists no GPU; set GPUS=N to override"
+    GPUS_PER_NODE=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+    ((GPUS_PER_NODE > 0)) || die "nvidia-smi lists no GPU; set GPUS_PER_NODE=N to override"
 elif is_dry_run; then
-    GPUS=1
-    note "no nvidia-smi here: GPUS=1 for the dry run (set GPUS=N to see another count)"
+    GPUS_PER_NODE=1
+    note "no nvidia-smi here: GPUS_PER_NODE=1 for the dry run (set GPUS_PER_NODE=N to see another count)"
 else
-    die "no GPU found (no nvidia-smi, CUDA_VISIBLE_DEVICES unset); set GPUS=N to override"
+    die "no GPU found (no nvidia-smi, CUDA_VISIBLE_DEVICES unset); set GPUS_PER_NODE=N to override"
 fi
 if ! is_dry_run; then # the driver against torch's CUDA (R580+ for CUDA 13), in one line
     PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" -m recipes.gpu_platform driver || exit 2
@@ -100,19 +105,19 @@ if ! is_dry_run && command -v nvidia-smi >/dev/null 2>&1; then
     _mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 || true)
     [[ ! $_mib =~ ^[0-9]+$ ]] || GPU_GIB=$(awk -v m="$_mib" 'BEGIN { printf "%.1f", m / 1024 }')
 fi
-if ((GPUS > 8)); then
-    note "$GPUS GPUs visible; the smoke run uses 8 (one node)"
-    GPUS=8
+if ((GPUS_PER_NODE > 8)); then
+    note "$GPUS_PER_NODE GPUs visible; the smoke run uses 8 (one node)"
+    GPUS_PER_NODE=8
 fi
 
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
 SMOKE_PY=$REPO/scripts/gpu_smoke.py
 plan=$("$PYTHON" "$SMOKE_PY" plan --models-dir "$MODELS_DIR" --data-dir "$DATA_DIR" --out-dir "$OUT_DIR" \
-    --gpus "$GPUS" --attn "$ATTN" --presets "${PRESETS:-}") || exit $?
+    --gpus "$GPUS_PER_NODE" --attn "$ATTN" --presets "${PRESETS:-}") || exit $?
 RESULTS=$OUT_DIR/results.jsonl
 run mkdir -p "$OUT_DIR"
 is_dry_run || : >"$RESULTS"
-note "$(grep -c . <<<"$plan") presets on $GPUS GPU(s); results in $OUT_DIR"
+note "$(grep -c . <<<"$plan") presets on $GPUS_PER_NODE GPU(s); results in $OUT_DIR"
 
 # run_logged LOG CMD...: run CMD with its output into LOG; sets RC (never stops the script).
 run_logged() {

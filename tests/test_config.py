@@ -11,7 +11,18 @@ from pathlib import Path
 import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 
-from recipes.train import ConfigError, check_config, check_data, compose, format_row, translate_overrides
+from recipes.train import (
+    ConfigError,
+    check_config,
+    check_data,
+    compose,
+    eta,
+    format_duration,
+    format_row,
+    header,
+    planned_steps,
+    translate_overrides,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = sorted(p.stem for p in (REPO / "configs" / "experiment").glob("*.yaml"))
@@ -491,7 +502,43 @@ def test_cfg_job_prints_the_resolved_config_without_running(tmp_path):
 def test_step_table_row_formats_present_and_missing_metrics():
     row = format_row(3, {"critic/score/mean": 0.25, "grader/acc": 0.125, "timing_s/step": 2.5})
     cells = row.split()
-    assert cells[:3] == ["3", "0.250", "0.125"] and cells[-1] == "2.5" and cells.count("-") == 3
+    assert cells[:3] == ["3", "0.250", "0.125"] and cells[-2:] == ["2.5", "-"] and cells.count("-") == 4
+    assert len(row) == len(header()) and header().split()[-1] == "eta"
+    assert format_row(3, {}, eta_s=725.0).split()[-1] == "12m05s"
+
+
+def test_the_eta_is_the_steps_left_times_the_launchs_median_step_after_its_first():
+    assert eta(1, 10, [30.0]) == 9 * 30.0  # one step: it is all there is
+    assert eta(4, 10, [30.0, 2.0, 4.0, 3.0]) == 6 * 3.0  # the warm-up step left out, the median
+    assert eta(10, 10, [30.0, 3.0]) == 0.0
+    assert eta(3, None, [3.0]) is None and eta(3, 10, []) is None
+    assert [format_duration(x) for x in (None, 44.6, 60, 3599, 3600, 11220)] == [
+        "-",
+        "45s",
+        "1m00s",
+        "59m59s",
+        "1h00m",
+        "3h07m",
+    ]
+
+
+def test_the_planned_step_count_is_verls(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    assert planned_steps(compose(["experiment=demo_cpu"])) == 5
+    train = tmp_path / "train.parquet"
+    pq.write_table(pa.table({"x": list(range(11))}), train)
+    base = ["experiment=demo_cpu", "trainer.total_training_steps=null", f"data.train_files={train}"]
+    # epochs x (rows // batch): verl drops the last partial batch; train_max_samples caps the rows
+    assert planned_steps(compose([*base, "trainer.total_epochs=2"])) == 2 * (11 // 4)
+    assert planned_steps(compose([*base, "trainer.total_epochs=1", "data.train_max_samples=8"])) == 2
+    missing = [
+        "experiment=demo_cpu",
+        "trainer.total_training_steps=null",
+        f"data.train_files={tmp_path / 'x.parquet'}",
+    ]
+    assert planned_steps(compose(missing)) is None  # no ETA, and no error: the data checks say what is wrong
 
 
 @pytest.mark.parametrize("model", ["qwen3_1_7b", "qwen3_4b", "llama3_2_1b", "llama3_2_3b"])

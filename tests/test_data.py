@@ -306,7 +306,7 @@ def test_invalid_utf8_names_file_row_and_column_in_every_reader(tmp_path, column
             "--output",
             str(tmp_path / "o.parquet"),
         ]
-        + ["--n", "1", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"],
+        + ["--rephrasings", "1", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"],
         cwd=REPO,
         capture_output=True,
         text=True,

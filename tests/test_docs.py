@@ -94,7 +94,9 @@ def _module_exists(module: str) -> bool:
     source = Path(spec.origin)
     if source.name == "__init__.py":
         source = source.parent / "__main__.py"
-    return source.is_file() and (source.name == "__main__.py" or '__name__ == "__main__"' in source.read_text())
+    return source.is_file() and (
+        source.name == "__main__.py" or '__name__ == "__main__"' in source.read_text()
+    )
 
 
 def test_every_path_the_docs_name_exists():

@@ -290,7 +290,7 @@ def test_a_shard_that_would_run_code_is_refused_by_name_and_not_run(tiny, tmp_pa
     )
     assert not marker.exists(), "the planted pickle ran"
     assert proc.returncode == 1
-    refused = [ln for ln in proc.stderr.splitlines() if ln.startswith("[convert] step 1: skipped:")]
+    refused = [ln for ln in proc.stderr.splitlines() if ln.startswith("[convert] step 1 (1/1): skipped:")]
     assert len(refused) == 1 and f"{shard}: refused, it is not plain tensors" in refused[0], proc.stderr
     # the other step converts: plain tensors load as they did
     assert (
@@ -354,8 +354,8 @@ def test_an_hf_root_inside_the_checkpoint_folder_is_refused_before_anything_is_w
     assert capsys.readouterr().err == (
         f"error: --hf-root {root / 'hf'} is inside the checkpoint folder {root}: give a folder outside it\n"
     )
-    assert iterate.main([str(root), "--results-root", str(root / "global_step_1" / "eval")]) == 2
-    assert "error: --results-root" in capsys.readouterr().err
+    assert iterate.main([str(root), "--out", str(root / "global_step_1" / "eval")]) == 2
+    assert "error: --out" in capsys.readouterr().err
     assert (
         sorted(p.name for p in root.iterdir()) == ["global_step_1"]
         and list((root / "global_step_1").iterdir()) == []

@@ -103,9 +103,12 @@ def test_a_truncated_checkpoint_is_reported_and_skipped(run, tmp_path):
     shutil.copytree(run / "checkpoints", root)
     shard = root / "global_step_2" / "actor" / "model_world_size_1_rank_0.pt"
     shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])  # a copy cut short
+    # the results folder under its old option name, which still works (for one release)
     proc = iterate(str(root), "--results-root", str(tmp_path / "eval"), "--hf-root", str(tmp_path / "hf"))
     assert proc.returncode == 1, proc.stderr[-3000:]
-    assert "step 2: skipped:" in proc.stderr and "verl's merger cannot read it" in proc.stderr
+    assert "note: --results-root is now --out; the old name goes in the next release" in proc.stderr
+    assert "[iterate] step 1 (1/2): converted -> " in proc.stdout
+    assert "[iterate] step 2 (2/2): skipped:" in proc.stderr and "verl's merger cannot read it" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == ["global_step_1"]  # nothing half-converted
     steps = json.loads((tmp_path / "eval" / "steps.json").read_text())
@@ -120,7 +123,7 @@ def test_watch_takes_each_checkpoint_once_verl_has_finished_it(run, tmp_path):
     cmd += [
         "--idle-exit-s",
         "300",
-        "--results-root",
+        "--out",
         str(tmp_path / "eval"),
         "--hf-root",
         str(tmp_path / "hf"),

@@ -138,6 +138,10 @@ def test_dry_run_lists_every_gpu_preset_with_the_smoke_overrides(composed, tmp_p
     )
     assert proc.returncode == 0, proc.stderr
     assert not out.exists()  # a dry run creates nothing
+    # the GPU count's old name still works, and says its new one
+    assert (
+        "GPUS is now GPUS_PER_NODE (as in train.sbatch); the old name goes in the next release" in proc.stdout
+    )
     cmds = _commands(proc.stdout)
     trains = [c for c in cmds if "recipes.train" in c]
     listed = [next(a.split("=", 1)[1] for a in c if a.startswith("experiment=")) for c in trains]
@@ -184,7 +188,7 @@ def test_a_bare_dry_run_needs_no_folders_nor_nvidia_smi_and_defaults_to_one_gpu(
         ["bash", str(SCRIPT)], cwd=tmp_path, env=_env(DRY_RUN="1"), capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0, proc.stderr
-    assert "no nvidia-smi here: GPUS=1" in proc.stdout
+    assert "no nvidia-smi here: GPUS_PER_NODE=1" in proc.stdout
     assert "MODELS_DIR and DATA_DIR stand for them" in proc.stdout
     trains = [c for c in _commands(proc.stdout) if "recipes.train" in c]
     assert [c[c.index("recipes.train") + 1] for c in trains] == [f"experiment={n}" for n in gpu]
@@ -233,11 +237,19 @@ def test_the_sbatch_wrapper_says_how_and_refuses_to_run_outside_slurm(tmp_path):
     ("env", "args", "words"),
     [
         ({}, ["only-one"], "usage"),
-        ({"GPUS": "0", "DRY_RUN": "1"}, ["m", "d"], "GPUS must be a positive integer"),
-        ({"GPUS": "9", "DRY_RUN": "1"}, ["m", "d"], None),  # capped at 8 with a note
+        ({"GPUS_PER_NODE": "0", "DRY_RUN": "1"}, ["m", "d"], "GPUS_PER_NODE must be a positive integer"),
+        ({"GPUS_PER_NODE": "9", "DRY_RUN": "1"}, ["m", "d"], None),  # capped at 8 with a note
         ({"ATTN": "xformers", "DRY_RUN": "1"}, ["m", "d"], "ATTN must be"),
-        ({"PRESETS": "demo_cpu", "GPUS": "1", "DRY_RUN": "1"}, ["m", "d"], "not a GPU preset: demo_cpu"),
-        ({"GPUS": "1"}, ["/nonexistent/models", "d"], "MODELS_DIR '/nonexistent/models' is not a folder"),
+        (
+            {"PRESETS": "demo_cpu", "GPUS_PER_NODE": "1", "DRY_RUN": "1"},
+            ["m", "d"],
+            "not a GPU preset: demo_cpu",
+        ),
+        (
+            {"GPUS_PER_NODE": "1"},
+            ["/nonexistent/models", "d"],
+            "MODELS_DIR '/nonexistent/models' is not a folder",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(env, args, words):
@@ -417,7 +429,7 @@ def test_the_real_path_runs_each_preset_judges_it_and_prints_the_table(tmp_path)
         ["bash", str(SCRIPT), str(models), str(data), str(out)],
         env=_env(
             PYTHON=str(fake),
-            GPUS="2",
+            GPUS_PER_NODE="2",
             PRESETS=presets,
             FAKE_LOG=str(tmp_path / "calls.jsonl"),
             FAKE_FAIL="prorl_deepseek_r1_distill_qwen_1_5b",

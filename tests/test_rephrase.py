@@ -209,7 +209,7 @@ def run(server, infile, out, *extra, n=3):
         str(infile),
         "--output",
         str(out),
-        "--n",
+        "--rephrasings",
         str(n),
         "--base-url",
         server.base_url,
@@ -548,7 +548,16 @@ def test_401_stops_at_once_and_never_shows_the_key(server, infile, tmp_path):
         server.script[q] = [("status", 401, {}, f"Incorrect API key provided: {SECRET}")] * 5
     out = tmp_path / "out.parquet"
     cmd = [sys.executable, "-m", "recipes.rephrase", "--input", str(infile), "--output", str(out)]
-    cmd += ["--n", "3", "--base-url", server.base_url + "/", "--model", "m", "--api-key-env", KEY_ENV]
+    cmd += [
+        "--rephrasings",
+        "3",
+        "--base-url",
+        server.base_url + "/",
+        "--model",
+        "m",
+        "--api-key-env",
+        KEY_ENV,
+    ]
     cmd += ["--concurrency", "1"]
     env = {"PATH": "/usr/bin:/bin", KEY_ENV: SECRET}
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
@@ -661,7 +670,18 @@ def test_ctrl_c_keeps_finished_questions(server, infile, tmp_path):
     out = tmp_path / "out.parquet"
     cache = Path(str(out) + ".cache.jsonl")
     cmd = [sys.executable, "-m", "recipes.rephrase", "--input", str(infile), "--output", str(out)]
-    cmd += ["--n", "3", "--base-url", server.base_url, "--model", "m", "--concurrency", "1", "--verify", "0"]
+    cmd += [
+        "--rephrasings",
+        "3",
+        "--base-url",
+        server.base_url,
+        "--model",
+        "m",
+        "--concurrency",
+        "1",
+        "--verify",
+        "0",
+    ]
     proc = subprocess.Popen(
         cmd,
         cwd=REPO,
@@ -694,7 +714,7 @@ def test_a_dead_or_hanging_endpoint_fails_fast_with_default_settings(infile, tmp
         for sock, seconds in ((refused, 5), (hanging, 30)):
             port = sock.getsockname()[1]
             out = tmp_path / f"{port}.parquet"
-            argv = ["--input", str(infile), "--output", str(out), "--n", "3", "--model", "m"]
+            argv = ["--input", str(infile), "--output", str(out), "--rephrasings", "3", "--model", "m"]
             t0 = time.monotonic()
             assert rp.main([*argv, "--base-url", f"http://127.0.0.1:{port}/v1"]) == 1
             assert time.monotonic() - t0 < seconds
@@ -737,12 +757,25 @@ def test_too_many_filled_questions_fail_and_the_cache_writes_them_later(server, 
 def test_a_key_given_as_the_variable_name_is_never_echoed(infile, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         rp.main(
-            ["--input", str(infile), "--output", str(tmp_path / "o.parquet"), "--n", "3"]
+            ["--input", str(infile), "--output", str(tmp_path / "o.parquet"), "--rephrasings", "3"]
             + ["--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--api-key-env", SECRET]
         )
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "--api-key-env takes the NAME of an environment variable" in err and SECRET not in err
+
+
+def test_the_old_option_name_still_works_and_says_its_new_name(tmp_path, capsys):
+    args = rp.build_parser().parse_args(
+        ["--input", "i", "--output", "o", "--n", "3", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
+    )
+    assert args.n == 3
+    missing = tmp_path / "missing.parquet"
+    argv = ["--input", str(missing), "--output", str(tmp_path / "o.parquet"), "--n", "3"]
+    assert rp.main([*argv, "--base-url", "http://127.0.0.1:9/v1", "--model", "m"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("note: --n is now --rephrasings; the old name goes in the next release\n")
+    assert str(missing) in err
 
 
 # ----------------------------------------------------------------------------------------------

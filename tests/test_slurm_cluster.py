@@ -224,7 +224,10 @@ def test_two_node_job_trains_with_a_ray_node_on_each(run):
     assert re.search(r"^  nnodes: 2$", config, re.M) and re.search(r"^  n_gpus_per_node: 1$", config, re.M)
     # each FSDP rank wrote its own shard of the model
     assert sorted(
-        p.name for p in (out / "checkpoints" / f"global_step_{STEPS - 1}" / "actor").glob("model_world_size_2_rank_*.pt")
+        p.name
+        for p in (out / "checkpoints" / f"global_step_{STEPS - 1}" / "actor").glob(
+            "model_world_size_2_rank_*.pt"
+        )
     ) == [
         "model_world_size_2_rank_0.pt",
         "model_world_size_2_rank_1.pt",
@@ -248,7 +251,10 @@ def test_the_resubmission_resumes_from_the_last_checkpoint_and_finishes(run):
     launches = sorted((out / "metrics").glob("*.jsonl"))
     assert [json.loads(line)["step"] for line in launches[-1].read_text().splitlines()] == [STEPS]
     run_log = sorted((out / "logs").glob("*.log"))[-1].read_text(errors="replace")
-    assert f"Resuming from {out / 'checkpoints' / f'global_step_{STEPS - 1}'}, setting global step to {STEPS - 1}" in run_log
+    assert (
+        f"Resuming from {out / 'checkpoints' / f'global_step_{STEPS - 1}'}, setting global step to {STEPS - 1}"
+        in run_log
+    )
     assert not resume["left"] and "[sweep_job" in resume["log"]
 
 
