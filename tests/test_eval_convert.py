@@ -166,18 +166,19 @@ def test_cli_converts_good_steps_and_reports_incomplete_ones(tiny, tmp_path):
 
     proc = run()
     assert proc.returncode == 1, proc.stderr[-2000:]
-    assert f"step 1: converted -> {tmp_path.resolve() / 'hf' / 'global_step_1'}" in proc.stdout
+    assert f"step 1 (1/3): converted -> {tmp_path.resolve() / 'hf' / 'global_step_1'}" in proc.stdout
     assert (
-        "step 2: skipped:" in proc.stderr and "missing or empty actor/huggingface/config.json" in proc.stderr
+        "step 2 (2/3): skipped:" in proc.stderr
+        and "missing or empty actor/huggingface/config.json" in proc.stderr
     )
-    assert "step 3: skipped:" in proc.stderr and "verl's merger cannot read it" in proc.stderr
+    assert "step 3 (3/3): skipped:" in proc.stderr and "verl's merger cannot read it" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == ["global_step_1"]
     config.write_text(good_config)  # repaired: the next pass converts it
     shutil.rmtree(root / "global_step_2")
     proc = run()
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "step 1: already converted" in proc.stdout and "step 3: converted" in proc.stdout
+    assert "step 1 (1/2): already converted" in proc.stdout and "step 3 (2/2): converted" in proc.stdout
 
 
 # ------------------------------------------------------------------ retention (recipes/checkpoints.py)
@@ -290,7 +291,7 @@ def test_a_shard_that_would_run_code_is_refused_by_name_and_not_run(tiny, tmp_pa
     )
     assert not marker.exists(), "the planted pickle ran"
     assert proc.returncode == 1
-    refused = [ln for ln in proc.stderr.splitlines() if ln.startswith("[convert] step 1 (1/1): skipped:")]
+    refused = [ln for ln in proc.stderr.splitlines() if ln.startswith("[convert] step 1 (1/2): skipped:")]
     assert len(refused) == 1 and f"{shard}: refused, it is not plain tensors" in refused[0], proc.stderr
     # the other step converts: plain tensors load as they did
     assert (
