@@ -91,7 +91,7 @@ def test_iterate_converts_and_evaluates_every_checkpoint_of_a_real_run(run):
     assert again.returncode == 0, again.stderr[-3000:]
     for step in (1, 2):
         assert (
-            f"step {step}: already converted -> {hf / f'global_step_{step}'}; already evaluated"
+            f"[iterate] step {step} ({step}/2): already converted -> {hf / f'global_step_{step}'}; already evaluated"
             in again.stdout
         )
         assert len((results / f"global_step_{step}" / "runs.jsonl").read_text().splitlines()) == 1
@@ -152,7 +152,7 @@ def test_watch_takes_each_checkpoint_once_verl_has_finished_it(run, tmp_path):
         time.sleep(2)
         assert not (tmp_path / "hf" / "global_step_2").exists()
         (root / "latest_checkpointed_iteration.txt").write_text("2")
-        wait_for(lambda: "step 2: skipped:" in log.read_text())
+        wait_for(lambda: "step 2 (2/2): skipped:" in log.read_text())
         shutil.copy(run / "checkpoints" / "global_step_2" / "actor" / shard.name, shard)
         stdout, _ = proc.communicate(timeout=300)
     finally:
@@ -160,7 +160,7 @@ def test_watch_takes_each_checkpoint_once_verl_has_finished_it(run, tmp_path):
             proc.kill()
     stderr = log.read_text()
     assert proc.returncode == 0, stderr[-3000:]
-    assert stderr.count("step 2: skipped:") == 1 and "verl's merger cannot read it" in stderr
+    assert stderr.count("step 2 (2/2): skipped:") == 1 and "verl's merger cannot read it" in stderr
     steps = json.loads((tmp_path / "eval" / "steps.json").read_text())
     assert [r["step"] for r in steps["rows"]] == [1, 2] and not steps.get("incomplete_checkpoints")
     assert stdout.count("evaluating") == 2
