@@ -255,14 +255,17 @@ def test_every_flag_the_docs_pass_to_a_tool_exists():
     for target, used in sorted(flag_uses().items()):
         if not used:
             continue
-        cmd = (
-            [sys.executable, target, "--help"]
-            if target.endswith(".py")
-            else [sys.executable, "-m", target, "--help"]
-        )
-        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, (target, proc.stderr[-2000:])
-        known = set(re.findall(r"--[\w-]+", proc.stdout))
+        cmd = [sys.executable, target] if target.endswith(".py") else [sys.executable, "-m", target]
+        known: set[str] = set()
+        helps: list[list[str]] = [[]]  # the tool's own --help, then each subcommand's
+        while helps:
+            proc = subprocess.run(
+                [*cmd, *helps.pop(), "--help"], cwd=REPO, capture_output=True, text=True, timeout=120
+            )
+            assert proc.returncode == 0, (target, proc.stderr[-2000:])
+            known |= set(re.findall(r"--[\w-]+", proc.stdout))
+            subcommands = re.search(r"^usage: \S+ \[-h\] \{([\w,-]+)\}", proc.stdout)
+            helps += [[sub] for sub in subcommands[1].split(",")] if subcommands else []
         missing += [f"{where}: {target} {flag}" for where, flag in used if flag not in known]
     assert not missing, "\n".join(sorted(missing))
 
