@@ -155,19 +155,20 @@ def test_the_time_model_by_hand():
     assert e.steps == 100
 
 
-def test_each_moment_of_the_training_phase_is_within_a_quarter_of_what_an_h200_measured():
-    """scripts/bench/actor_memory.py on one H200 (docs/gpu/): verl's update replayed with random
-    weights of each GPU preset's model at its micro-batch sizes; torch's peak at each moment
-    (update, optimizer step, log-prob pass) against the plan's training phase on one GPU, less the
-    CUDA context (outside torch's allocator)."""
+@pytest.mark.parametrize("card, gpu_gib", [("h200", 139.8), ("h100", 79.6)])
+def test_each_moment_of_the_training_phase_is_within_a_quarter_of_what_a_gpu_measured(card, gpu_gib):
+    """scripts/bench/actor_memory.py on one H200 and one H100 (docs/gpu/): verl's update replayed
+    with random weights of each GPU preset's model at its micro-batch sizes; torch's peak at each
+    moment (update, optimizer step, log-prob pass) against the plan's training phase on one GPU,
+    less the CUDA context (outside torch's allocator)."""
     shapes = {s["id"]: s for s in json.loads((REPO / "docs/gpu/actor_memory_spec.json").read_text())}
-    lines = (REPO / "docs/gpu/actor_memory_h200.jsonl").read_text().splitlines()
+    lines = (REPO / f"docs/gpu/actor_memory_{card}.jsonl").read_text().splitlines()
     measured = [json.loads(line) for line in lines]
     assert {m["id"] for m in measured} == set(shapes)
     for m in measured:
         shape = shapes[m["id"]]
         cfg = compose([f"experiment={shape['presets'][0]}", "trainer.n_gpus_per_node=1", "trainer.nnodes=1"])
-        e = pl.estimate(cfg, gpu_gib=139.8)
+        e = pl.estimate(cfg, gpu_gib=gpu_gib)
         assert m["params"] == pl.arch_of(cfg).params(), m["id"]
         planned = {k: v - pl.CUDA_CONTEXT_GIB for k, v in e.passes_gib.items()}
         assert e.rows[-1][2] == pytest.approx(max(e.passes_gib.values()))
