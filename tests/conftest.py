@@ -75,9 +75,10 @@ def shm_not_ours():
 @contextlib.contextmanager
 def heavy(cache: Path):
     """One heavy phase at a time across `make test`'s workers (a lock file in the shared cache):
-    two training launches side by side, or the Slurm cluster module (two-node jobs, a vLLM
-    evaluation). Each is ~10 GB at its peak and keeps both cores busy: two at once come near this
-    24 GB machine's memory, where Ray kills workers, and once made a launch take over 10 minutes."""
+    two training launches side by side, or the Slurm cluster module's run (its two-node jobs and
+    their vLLM evaluation). Each is ~10 GB at its peak and keeps both cores busy: two at once come
+    near this 24 GB machine's memory, where Ray kills workers, and once made a launch take over
+    10 minutes."""
     with open(cache / ".heavy.lock", "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
@@ -88,7 +89,7 @@ def heavy(cache: Path):
 
 @pytest.fixture(scope="session")
 def heavy_phase(recipes_cache):
-    """`heavy`, for a module that is a heavy phase of its own (tests/test_slurm_cluster.py)."""
+    """`heavy`, for a module with a heavy phase of its own (tests/test_slurm_cluster.py)."""
     return lambda: heavy(recipes_cache)
 
 
@@ -275,14 +276,23 @@ SLURM_MODULE = "test_slurm_cluster.py"
 
 def pytest_collection_modifyitems(items):
     """Marks `slow` what uses a slow fixture; puts the training modules first, then the Slurm
-    cluster module (its jobs are long: on the other worker, they run beside the training)."""
+    cluster module (its jobs are long: on the other worker, they run beside the training), then
+    the modules that start vLLM (long, and one builds SmolLM2, which another module would
+    otherwise wait for at the end), then the rest."""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if SLOW_FIXTURES & names:
             item.add_marker(pytest.mark.slow)
         if "e2e" in names and item.path.name not in TRAINING_MODULES:
             raise pytest.UsageError(f"{item.path.name} trains (the e2e fixture): add it to TRAINING_MODULES")
-    items.sort(key=lambda item: (item.path.name not in TRAINING_MODULES, item.path.name != SLURM_MODULE))
+    vllm = {item.path.name for item in items if item.get_closest_marker("vllm")} - set(TRAINING_MODULES)
+    items.sort(
+        key=lambda item: (
+            item.path.name not in TRAINING_MODULES,
+            item.path.name != SLURM_MODULE,
+            item.path.name not in vllm,
+        )
+    )
 
 
 def pytest_xdist_make_scheduler(config, log):

@@ -88,7 +88,7 @@ def test_rephrase_cli_against_vllms_openai_server(endpoint, tmp_path, monkeypatc
     infile = write_rows(rows, tmp_path / "in.parquet", {"name": "real"})
     out = tmp_path / "out.parquet"
     argv = ["--input", str(infile), "--output", str(out), "--rephrasings", "3", "--base-url", base_url]
-    argv += ["--model", "smollm2", "--max-rounds", "2", "--max-tokens", "256", "--timeout-s", "300"]
+    argv += ["--model", "smollm2", "--max-rounds", "2", "--max-tokens", "160", "--timeout-s", "300"]
     argv += ["--api-key-env", "RECIPES_TEST_NO_KEY", "--max-filled", "1"]  # a 135M model: report, don't fail
     argv += ["--verify", "3", "--verify-max-tokens", "96"]  # the same server solves each candidate 3 times
     assert rp.main(argv) == 0

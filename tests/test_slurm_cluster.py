@@ -15,6 +15,7 @@ start`, exit 2).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -48,12 +49,21 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, recipes_cache, tiny_model, heavy_phase):
-    """The local cluster, up for this module; {env} to submit with. The module is one heavy phase
-    (tests/conftest.py `heavy`): its two-node jobs and its vLLM evaluation never run beside two
-    training launches of the other worker."""
-    with heavy_phase():
-        yield from _cluster(tmp_path_factory, recipes_cache)
+def cluster(tmp_path_factory, recipes_cache):
+    """The local cluster, up for this module; {env} to submit with. (It comes up while the other
+    worker may still be building the tiny model that the jobs need.)"""
+    yield from _cluster(tmp_path_factory, recipes_cache)
+
+
+@pytest.fixture(scope="module")
+def heavy_part(heavy_phase, tiny_model):
+    """A heavy phase (tests/conftest.py `heavy`) from the run's first job to the end of its
+    evaluation: the two-node jobs and the vLLM evaluation never run beside two training launches
+    of the other worker. Calling it ends the phase early: the tests after the evaluation (a
+    finished run's resubmission, the two failures) start no training and run beside them."""
+    with contextlib.ExitStack() as held:
+        held.enter_context(heavy_phase())
+        yield held.close
 
 
 def _cluster(tmp_path_factory, recipes_cache):
@@ -185,7 +195,7 @@ def two_node_job(cluster, out: Path, name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def run(cluster, shm_not_ours):
+def run(cluster, heavy_part, shm_not_ours):
     """The two-node run through its first two jobs: trained on both nodes and `scancel`ed mid-step 2
     (after checkpoint 1), then resubmitted, which resumes and finishes. Each job's log, exit
     status and what of it outlived it (looked at as soon as it left the queue)."""
@@ -258,17 +268,14 @@ def test_the_resubmission_resumes_from_the_last_checkpoint_and_finishes(run):
     assert not resume["left"] and "[sweep_job" in resume["log"]
 
 
-def test_resubmitting_a_finished_run_says_it_is_done(cluster, run):
-    job = two_node_job(cluster, run["out"], "again")
-    log = wait_done(cluster, job, 300, "again")
-    assert exit_status(cluster, job) == 0, log[-3000:]
-    assert f"done: already trained to step {STEPS}" in log
-    # found in the preflight: no Ray node is started for a run with nothing to do
-    assert "preflight: ok platform=cpu offline=1 done=1" in log and "no Ray cluster started" in log
-    assert "ray start" not in log
+def test_convert_and_iterative_evaluation_jobs_on_the_run(cluster, run, heavy_part):
+    try:
+        _convert_and_evaluate(cluster, run)
+    finally:
+        heavy_part()  # the heavy part of the module is over
 
 
-def test_convert_and_iterative_evaluation_jobs_on_the_run(cluster, run):
+def _convert_and_evaluate(cluster, run):
     ckpt, out = run["out"] / "checkpoints", run["out"]
     job = submit(
         cluster, "convert.sbatch", str(ckpt), sbatch=("--cpus-per-task=2", "--mem=4G"), name="convert"
@@ -302,8 +309,18 @@ def test_convert_and_iterative_evaluation_jobs_on_the_run(cluster, run):
     assert f"| {STEPS} |" in (out / "eval" / "steps.md").read_text()
 
 
+def test_resubmitting_a_finished_run_says_it_is_done(cluster, run):
+    job = two_node_job(cluster, run["out"], "again")
+    log = wait_done(cluster, job, 300, "again")
+    assert exit_status(cluster, job) == 0, log[-3000:]
+    assert f"done: already trained to step {STEPS}" in log
+    # found in the preflight: no Ray node is started for a run with nothing to do
+    assert "preflight: ok platform=cpu offline=1 done=1" in log and "no Ray cluster started" in log
+    assert "ray start" not in log
+
+
 # ------------------------------------------------------------------------------- failures
-def test_a_node_whose_ray_start_fails_ends_the_job_in_one_line(cluster, shm_not_ours):
+def test_a_node_whose_ray_start_fails_ends_the_job_in_one_line(cluster, tiny_model, shm_not_ours):
     out = cluster["dir"] / "broken"
     before = shm_files()
     env_tmp = Path(cluster["env"]["RAY_TMPDIR"]) / "broken"
