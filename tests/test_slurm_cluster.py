@@ -57,10 +57,10 @@ def cluster(tmp_path_factory, recipes_cache):
 
 @pytest.fixture(scope="module")
 def heavy_part(heavy_phase, tiny_model):
-    """A heavy phase (tests/conftest.py `heavy`) from the run's first job to the end of its
-    evaluation: the two-node jobs and the vLLM evaluation never run beside two training launches
-    of the other worker. Calling it ends the phase early: the tests after the evaluation (a
-    finished run's resubmission, the two failures) start no training and run beside them."""
+    """A heavy phase (tests/conftest.py `heavy`) from the run's first job to the failing `ray
+    start`: the two-node jobs, the vLLM evaluation and the two-minute limit never run beside two
+    training launches of the other worker. Calling it ends the phase early: the two tests after
+    it (a finished run's resubmission, a bad override) start no Ray node and run beside them."""
     with contextlib.ExitStack() as held:
         held.enter_context(heavy_phase())
         yield held.close
@@ -268,14 +268,7 @@ def test_the_resubmission_resumes_from_the_last_checkpoint_and_finishes(run):
     assert not resume["left"] and "[sweep_job" in resume["log"]
 
 
-def test_convert_and_iterative_evaluation_jobs_on_the_run(cluster, run, heavy_part):
-    try:
-        _convert_and_evaluate(cluster, run)
-    finally:
-        heavy_part()  # the heavy part of the module is over
-
-
-def _convert_and_evaluate(cluster, run):
+def test_convert_and_iterative_evaluation_jobs_on_the_run(cluster, run):
     ckpt, out = run["out"] / "checkpoints", run["out"]
     job = submit(
         cluster, "convert.sbatch", str(ckpt), sbatch=("--cpus-per-task=2", "--mem=4G"), name="convert"
@@ -309,18 +302,17 @@ def _convert_and_evaluate(cluster, run):
     assert f"| {STEPS} |" in (out / "eval" / "steps.md").read_text()
 
 
-def test_resubmitting_a_finished_run_says_it_is_done(cluster, run):
-    job = two_node_job(cluster, run["out"], "again")
-    log = wait_done(cluster, job, 300, "again")
-    assert exit_status(cluster, job) == 0, log[-3000:]
-    assert f"done: already trained to step {STEPS}" in log
-    # found in the preflight: no Ray node is started for a run with nothing to do
-    assert "preflight: ok platform=cpu offline=1 done=1" in log and "no Ray cluster started" in log
-    assert "ray start" not in log
-
-
 # ------------------------------------------------------------------------------- failures
-def test_a_node_whose_ray_start_fails_ends_the_job_in_one_line(cluster, tiny_model, shm_not_ours):
+def test_a_node_whose_ray_start_fails_ends_the_job_in_one_line(cluster, heavy_part, shm_not_ours):
+    """(The last test of the module's heavy phase: beside two training launches it took 67-80 s
+    of its two minutes.)"""
+    try:
+        _ray_start_fails(cluster, shm_not_ours)
+    finally:
+        heavy_part()  # the tests after this one start no Ray node
+
+
+def _ray_start_fails(cluster, shm_not_ours):
     out = cluster["dir"] / "broken"
     before = shm_files()
     env_tmp = Path(cluster["env"]["RAY_TMPDIR"]) / "broken"
@@ -340,6 +332,17 @@ def test_a_node_whose_ray_start_fails_ends_the_job_in_one_line(cluster, tiny_mod
     assert "'ray start' on node node2 exited before the cluster was ready" in log, log[-3000:]
     assert "training on" not in log
     assert not leftovers(job, before, shm_not_ours)
+
+
+# ------------------------------------------------ after the heavy phase: no Ray node starts
+def test_resubmitting_a_finished_run_says_it_is_done(cluster, run):
+    job = two_node_job(cluster, run["out"], "again")
+    log = wait_done(cluster, job, 300, "again")
+    assert exit_status(cluster, job) == 0, log[-3000:]
+    assert f"done: already trained to step {STEPS}" in log
+    # found in the preflight: no Ray node is started for a run with nothing to do
+    assert "preflight: ok platform=cpu offline=1 done=1" in log and "no Ray cluster started" in log
+    assert "ray start" not in log
 
 
 def test_a_bad_override_fails_before_any_ray_start(cluster):
