@@ -212,21 +212,14 @@ def recipes_cache(tmp_path_factory) -> Path:
         os.environ["RECIPES_CACHE"] = saved
 
 
-_NEEDS_SMOLLM2 = pytest.StashKey[bool]()
-
-
-def pytest_collection_finish(session):
-    session.config.stash[_NEEDS_SMOLLM2] = any(
-        "smollm2_model" in getattr(item, "fixturenames", ()) for item in session.items
-    )
-
-
 @pytest.fixture(scope="session", autouse=True)
 def models_side_by_side(request, recipes_cache):
     """Under `make test`, the second worker builds SmolLM2 first (the vLLM modules need it later)
     while the first builds the tiny model that both workers' first modules need: otherwise the
     second waits ~40 s for the tiny model with a core idle (each build runs on one core)."""
-    if os.environ.get("PYTEST_XDIST_WORKER") == "gw1" and request.config.stash.get(_NEEDS_SMOLLM2, False):
+    if os.environ.get("PYTEST_XDIST_WORKER") == "gw1" and any(
+        "smollm2_model" in getattr(item, "fixturenames", ()) for item in request.session.items
+    ):
         request.getfixturevalue("smollm2_model")
 
 

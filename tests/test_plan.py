@@ -155,7 +155,7 @@ def test_the_time_model_by_hand():
     assert e.steps == 100
 
 
-@pytest.mark.parametrize("card, gpu_gib", [("h200", 139.8), ("h100", 79.6)])
+@pytest.mark.parametrize("card, gpu_gib", [("h200", 139.8), ("h100", pl.H100_GIB)])
 def test_each_moment_of_the_training_phase_is_within_a_quarter_of_what_a_gpu_measured(card, gpu_gib):
     """scripts/bench/actor_memory.py on one H200 and one H100 (docs/gpu/): verl's update replayed
     with random weights of each GPU preset's model at its micro-batch sizes; torch's peak at each

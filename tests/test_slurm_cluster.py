@@ -50,23 +50,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, recipes_cache):
-    """The local cluster, up for this module; {env} to submit with. (It comes up while the other
-    worker may still be building the tiny model that the jobs need.)"""
-    yield from _cluster(tmp_path_factory, recipes_cache)
-
-
-@pytest.fixture(scope="module")
-def heavy_part(heavy_phase, tiny_model):
-    """A heavy phase (tests/conftest.py `heavy`) from the run's first job to the failing `ray
-    start`: the two-node jobs, the vLLM evaluation and the two-minute limit never run beside two
-    training launches of the other worker. Calling it ends the phase early: the two tests after
-    it (a finished run's resubmission, a bad override) start no Ray node and run beside them."""
-    with contextlib.ExitStack() as held:
-        held.enter_context(heavy_phase())
-        yield held.close
-
-
-def _cluster(tmp_path_factory, recipes_cache):
+    """The local cluster, up for this module; {env} to submit with."""
     folder = tmp_path_factory.mktemp("slurm")
     env = {
         **os.environ,
@@ -99,6 +83,25 @@ def _cluster(tmp_path_factory, recipes_cache):
         daemons = subprocess.run(["pgrep", "-f", str(folder / "cluster")], capture_output=True, text=True)
         assert not daemons.stdout.strip(), f"daemons left: {daemons.stdout}"
         shutil.rmtree(env["RAY_TMPDIR"], ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def heavy_part(heavy_phase, tiny_model):
+    """A heavy phase (tests/conftest.py `heavy`) from the run's first job to the failing `ray
+    start`: the two-node jobs, the vLLM evaluation and the two-minute limit never run beside two
+    training launches of the other worker. Calling it ends the phase early (`ends_the_heavy_part`):
+    the two tests after it (a finished run's resubmission, a bad override) start no Ray node and
+    run beside them."""
+    with contextlib.ExitStack() as held:
+        held.enter_context(heavy_phase())
+        yield held.close
+
+
+@pytest.fixture
+def ends_the_heavy_part(heavy_part):
+    """The test that takes it is the heavy phase's last."""
+    yield
+    heavy_part()
 
 
 def submit(cluster, script: str, *args: str, sbatch: tuple = (), name: str = "job") -> str:
@@ -303,16 +306,9 @@ def test_convert_and_iterative_evaluation_jobs_on_the_run(cluster, run):
 
 
 # ------------------------------------------------------------------------------- failures
-def test_a_node_whose_ray_start_fails_ends_the_job_in_one_line(cluster, heavy_part, shm_not_ours):
-    """(The last test of the module's heavy phase: beside two training launches it took 67-80 s
-    of its two minutes.)"""
-    try:
-        _ray_start_fails(cluster, shm_not_ours)
-    finally:
-        heavy_part()  # the tests after this one start no Ray node
-
-
-def _ray_start_fails(cluster, shm_not_ours):
+def test_a_node_whose_ray_start_fails_ends_the_job_in_one_line(cluster, ends_the_heavy_part, shm_not_ours):
+    """(The heavy phase's last test: beside two training launches it took 67-80 s of its two
+    minutes.)"""
     out = cluster["dir"] / "broken"
     before = shm_files()
     env_tmp = Path(cluster["env"]["RAY_TMPDIR"]) / "broken"
