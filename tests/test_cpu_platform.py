@@ -300,6 +300,39 @@ def test_vllm_loads_our_plugin_and_keeps_linear_weights():
     assert linear.UnquantizedLinearMethod.process_weights_after_loading._recipes_keeps_weight is True
 
 
+@pytest.mark.vllm
+def test_a_one_process_engine_that_asks_for_uni_runs_its_model_in_the_engine_core(tiny_model, monkeypatch):
+    """(vllm 5) vLLM's CPU platform turns `uni` into `mp` (a worker process per engine); with our
+    plugin a one-process engine keeps `uni`, and the engine core it starts gets the OpenMP threads
+    vLLM gives its worker (every allowed core here: no core reserved). `mp` is left alone."""
+    import inspect
+
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.platforms.cpu import CpuPlatform
+    from vllm.plugins import load_general_plugins
+
+    from recipes.cpu_vllm import OMP_VARS
+
+    for var in OMP_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")  # as recipes.train sets it
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")  # an engine core of its own
+    load_general_plugins()
+
+    def config(backend: str):
+        args = EngineArgs(model=str(tiny_model), distributed_executor_backend=backend, enforce_eager=True)
+        return args.create_engine_config()
+
+    assert config("mp").parallel_config.distributed_executor_backend == "mp"
+    assert not {v for v in OMP_VARS if v in os.environ}
+    cfg = config("uni")
+    assert cfg.parallel_config.distributed_executor_backend == "uni"
+    assert os.environ["OMP_NUM_THREADS"] == str(len(os.sched_getaffinity(0)))
+    # vLLM's own check still turns `uni` into `mp` (the day it stops, the patch can go)
+    original = CpuPlatform.check_and_update_config.__wrapped__
+    assert 'parallel_config.distributed_executor_backend = "mp"' in inspect.getsource(original)
+
+
 def _layer(weight: torch.Tensor, bias: torch.Tensor) -> torch.nn.Module:
     layer = torch.nn.Module()
     layer.weight = torch.nn.Parameter(weight.clone(), requires_grad=False)
