@@ -8,14 +8,19 @@ config, warnings, progress bars, worker logs) goes to the run's log file; the co
 
 `-v` on the command line (recipes.verbose=true) leaves the console as it is. Before the run's folder
 is known to be wanted (a config error), the output is held in memory and dropped unless asked for.
+
+The step table: `follow` prints a row (`format_row`, under `header`) for each step verl's file
+logger appends, with its validation results and the time left.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -82,3 +87,84 @@ def held(enabled: bool = True, expected: tuple[type[BaseException], ...] = ()) -
     finally:
         text.append(scratch.read_text(errors="replace"))
         scratch.unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------------------- step table
+COLUMNS = [
+    ("step", "step", "{:>4.0f}"),
+    ("reward", "critic/score/mean", "{:>7.3f}"),
+    ("acc", "grader/acc", "{:>6.3f}"),
+    ("entropy", "actor/entropy", "{:>8.3f}"),
+    ("resp_len", "response_length/mean", "{:>8.1f}"),
+    ("grad_norm", "actor/grad_norm", "{:>9.3f}"),
+    ("sec", "timing_s/step", "{:>6.1f}"),
+]
+
+
+ETA_WIDTH = 8
+
+
+def format_row(step: int, data: dict, eta_s: float | None = None) -> str:
+    cells = []
+    for name, key, fmt in COLUMNS:
+        value = step if name == "step" else data.get(key)
+        width = len(fmt.format(0.0))
+        cells.append(fmt.format(value) if isinstance(value, (int, float)) else "-".rjust(width))
+    return " ".join([*cells, format_duration(eta_s).rjust(ETA_WIDTH)])
+
+
+def header() -> str:
+    return " ".join([*(name.rjust(len(fmt.format(0.0))) for name, _, fmt in COLUMNS), "eta".rjust(ETA_WIDTH)])
+
+
+def format_duration(seconds: float | None) -> str:
+    """45s, 12m05s, 3h07m; "-" when unknown."""
+    if seconds is None:
+        return "-"
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def eta(step: int, total: int | None, step_seconds: list[float]) -> float | None:
+    """Time left after `step` of `total`: the steps left times the median step of this launch,
+    its first step left out when there are others (it includes vLLM's and the trainer's warm-up)."""
+    if not total or not step_seconds:
+        return None
+    timed = sorted(step_seconds[1:] or step_seconds)
+    return max(total - step, 0) * timed[len(timed) // 2]
+
+
+def validation_lines(data: dict) -> list[str]:
+    """The headline validation results of a step record (verl's val-core metrics), one a line."""
+    return [f"  validation: {k} = {v:.4f}" for k, v in sorted(data.items()) if k.startswith("val-core/")]
+
+
+def follow(path: Path, stop: threading.Event, say, total: int | None = None) -> None:
+    """Print a table row (and its validation results) for each step verl's file logger appends,
+    with the time left to step `total`."""
+    pos, printed, seconds = 0, False, []
+    while True:
+        done = stop.is_set()
+        if path.exists():
+            with path.open() as f:
+                f.seek(pos)
+                for line in f:
+                    if not line.endswith("\n"):
+                        break
+                    pos += len(line.encode())
+                    rec = json.loads(line)
+                    if not printed:
+                        say(header())
+                        printed = True
+                    if isinstance(rec["data"].get("timing_s/step"), (int, float)):
+                        seconds.append(float(rec["data"]["timing_s/step"]))
+                    say(format_row(rec["step"], rec["data"], eta(rec["step"], total, seconds)))
+                    for text in validation_lines(rec["data"]):
+                        say(text)
+        if done:
+            return
+        stop.wait(1.0)

@@ -28,7 +28,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from recipes.settings import ConfigError
+from recipes.settings import ConfigError, select
 
 if TYPE_CHECKING:  # the driver check runs where only torch is installed (gpu_smoke.sh)
     from omegaconf import DictConfig
@@ -43,12 +43,6 @@ INSTALL_FLASH = "pip install flash-attn --no-build-isolation (docs/running.md#th
 MIN_DRIVER = {11: 450, 12: 525, 13: 580}
 
 
-def _get(cfg: DictConfig, key: str):
-    from omegaconf import OmegaConf
-
-    return OmegaConf.select(cfg, key)
-
-
 def flash_attn_installed() -> bool:
     import importlib.util
 
@@ -60,10 +54,10 @@ def resolve_attention(cfg: DictConfig, flash_available: bool | None = None) -> s
     Returns the line to print when the run falls back to sdpa, else None. Raises ConfigError."""
     from omegaconf import open_dict
 
-    choice = _get(cfg, "recipes.attention") or "auto"
+    choice = select(cfg, "recipes.attention") or "auto"
     if choice not in ATTENTION_CHOICES:
         raise ConfigError(f"recipes.attention={choice}: one of {', '.join(ATTENTION_CHOICES)}.")
-    impl = _get(cfg, ATTN_KEY)
+    impl = select(cfg, ATTN_KEY)
     if impl not in (None, "flash_attention_2"):
         return None  # set by hand (the CPU platform sets sdpa)
     if flash_available is None:
@@ -74,7 +68,7 @@ def resolve_attention(cfg: DictConfig, flash_available: bool | None = None) -> s
                 f"recipes.attention=flash needs the flash-attn package, which is not installed: {INSTALL_FLASH}."
             )
         return None
-    sp = int(_get(cfg, SP_KEY) or 1)
+    sp = int(select(cfg, SP_KEY) or 1)
     if sp > 1:
         raise ConfigError(
             f"{SP_KEY}={sp} needs remove-padding, which needs flash-attn (not installed): {INSTALL_FLASH}, "

@@ -1,10 +1,11 @@
-"""What a method is: its description (`Method`) and the trainer hooks it may add (`TrainerHooks`).
-The registry of methods, and the lookups the hubs use, are in recipes/registry.py."""
+"""What a method is: its description (`Method`), the trainer hooks it may add (`TrainerHooks`) and
+how it may change each rollout's prompt (`Prompt`, `Method.prompts`). The registry of methods, and
+the lookups the hubs use, are in recipes/registry.py."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -33,6 +34,12 @@ class TrainerHooks:
     def before_advantage(self, trainer, batch, samples: Samples, metrics: dict) -> None:
         """Before verl computes the step's advantages: add metrics, or rewrite fields of `batch`."""
 
+    def advantage_groups(self, trainer, groups: list[str], samples: Samples) -> list[str]:
+        """The advantage group of every sample (padding included, batch order), after
+        `before_advantage`: verl normalizes each group's rewards on its own. `groups` starts as
+        verl's uids (one per dataset row) and passes through each method's hook in turn."""
+        return groups
+
     def dump_columns(self, trainer, extra: list[dict]) -> dict[str, list]:
         """Columns this method adds to the rollout dump, one value per sample (`extra` is each
         sample's agent-loop extra_fields, in dump order)."""
@@ -53,7 +60,29 @@ class Samples:
     extra: list[dict]  # agent-loop extra_fields of every sample (padding included), by position
     infos: list[dict]  # the grader's reward_extra_info of the kept samples
     lengths: list[int]  # response lengths of the kept samples
-    fields: dict[str, Any]  # the TransferQueue fields asked for in advantage_fields (all samples)
+    fields: dict[str, Any]  # `uid` and the TransferQueue fields asked for in advantage_fields (all samples)
+
+
+@dataclass
+class Prompt:
+    """One rollout session's prompt, as our agent loop (recipes/agent_loop.py) builds it: it starts
+    as the row's question in the dataset's own prompt, and each active method's `prompts` hook may
+    change it, in the order the methods were listed."""
+
+    original: str  # the row's question (extra_info.question)
+    question: str  # the question the generation prompt shows
+    template: str | None = None  # the reasoning template around it; None: the dataset's prompt
+    # the question the response is stored and trained under (log-probs, ratios); None: `question`
+    trained_under: str | None = None
+    rollout_log_probs: bool = True  # False: the rollout's log-probs do not belong to the stored prompt
+    extra: dict[str, Any] = field(default_factory=dict)  # extra_fields recorded with the response
+
+
+# `prompts(cfg, settings)` returns the hook the agent loop calls once per session:
+# hook(prompt, row, training, n_rollouts), where `row` is the session's dataset row with
+# `session_id`, `training` says it is a training (not a validation) row and `n_rollouts` is
+# rollout.n; the hook changes `prompt` in place.
+PromptHook = Callable[[Prompt, dict, bool, int], None]
 
 
 @dataclass(frozen=True)
@@ -65,5 +94,5 @@ class Method:
     check: Callable[[Any, Any], None] | None = None
     check_data: Callable[[Any, Any, list[str]], None] | None = None
     hooks: Callable[[Any, Any], TrainerHooks] | None = None
-    # builds each rollout's prompt in our agent loop (recipes/agent_loop.py)
-    prompt_variants: bool = False
+    # changes each rollout's prompt in our agent loop (recipes/agent_loop.py)
+    prompts: Callable[[Any, Any], PromptHook] | None = None

@@ -34,9 +34,9 @@ import os
 import sys
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from recipes.settings import ConfigError
+from recipes.settings import ConfigError, select
 
 GIB = 2**30
 GB = 1e9
@@ -130,13 +130,9 @@ ROWS = {
 }
 
 
-def _get(cfg: DictConfig, key: str):
-    return OmegaConf.select(cfg, key)
-
-
 def arch_of(cfg: DictConfig) -> Arch:
     """The model's shape: its config.json when the model is on this machine, else KNOWN."""
-    path = str(_get(cfg, "actor_rollout_ref.model.path"))
+    path = str(select(cfg, "actor_rollout_ref.model.path"))
     local = Path(path).expanduser() / "config.json"
     if local.is_file():
         return Arch.from_config(json.loads(local.read_text()))
@@ -149,7 +145,7 @@ def arch_of(cfg: DictConfig) -> Arch:
                 return Arch.from_config(json.loads(Path(cached).read_text()))
         except ImportError:
             pass
-    for key in (path, _get(cfg, "recipes.model")):
+    for key in (path, select(cfg, "recipes.model")):
         if key in KNOWN:
             return KNOWN[key]
     raise ConfigError(
@@ -158,27 +154,27 @@ def arch_of(cfg: DictConfig) -> Arch:
 
 
 def rows_of(cfg: DictConfig) -> int:
-    files = _get(cfg, "data.train_files")
+    files = select(cfg, "data.train_files")
     files = [files] if isinstance(files, str) else list(files or [])
     if files and all(Path(f).is_file() for f in files):
         import pyarrow.parquet as pq
 
         return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-    name = _get(cfg, "recipes.data")
+    name = select(cfg, "recipes.data")
     if name not in ROWS:
         raise ConfigError(
             f"data.train_files: not on this machine, and the size of data {name!r} is not known."
         )
-    limit = _get(cfg, "data.train_max_samples")
+    limit = select(cfg, "data.train_max_samples")
     return min(ROWS[name], limit) if limit and limit > 0 else ROWS[name]
 
 
 def training_steps(cfg: DictConfig, rows: int) -> int:
     """verl's count: trainer.total_training_steps, else epochs x full batches (drop_last)."""
-    steps = _get(cfg, "trainer.total_training_steps")
+    steps = select(cfg, "trainer.total_training_steps")
     if steps:
         return int(steps)
-    return int(_get(cfg, "trainer.total_epochs")) * (rows // int(_get(cfg, "data.train_batch_size")))
+    return int(select(cfg, "trainer.total_epochs")) * (rows // int(select(cfg, "data.train_batch_size")))
 
 
 def saves(steps: int, save_freq: int) -> int:
@@ -215,36 +211,36 @@ def _ram_gib() -> float:
 def pass_tokens(cfg: DictConfig) -> tuple[int, int, int]:
     """(prompt + response, tokens in the update's largest micro-batch, in the log-prob pass's)."""
     actor = "actor_rollout_ref.actor"
-    seq = int(_get(cfg, "data.max_prompt_length")) + int(_get(cfg, "data.max_response_length"))
-    if _get(cfg, f"{actor}.use_dynamic_bsz"):
-        update = max(int(_get(cfg, f"{actor}.ppo_max_token_len_per_gpu")), seq)
-        infer = max(int(_get(cfg, "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu")), seq)
+    seq = int(select(cfg, "data.max_prompt_length")) + int(select(cfg, "data.max_response_length"))
+    if select(cfg, f"{actor}.use_dynamic_bsz"):
+        update = max(int(select(cfg, f"{actor}.ppo_max_token_len_per_gpu")), seq)
+        infer = max(int(select(cfg, "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu")), seq)
     else:
-        update = int(_get(cfg, f"{actor}.ppo_micro_batch_size_per_gpu") or 1) * seq
-        infer = int(_get(cfg, "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu") or 1) * seq
+        update = int(select(cfg, f"{actor}.ppo_micro_batch_size_per_gpu") or 1) * seq
+        infer = int(select(cfg, "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu") or 1) * seq
     return seq, update, infer
 
 
 def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_GB) -> Estimate:
     a = arch_of(cfg)
     p = a.params()
-    cpu = _get(cfg, "recipes.platform") == "cpu"
-    world = int(_get(cfg, "trainer.n_gpus_per_node")) * int(_get(cfg, "trainer.nnodes"))
+    cpu = select(cfg, "recipes.platform") == "cpu"
+    world = int(select(cfg, "trainer.n_gpus_per_node")) * int(select(cfg, "trainer.nnodes"))
     actor = "actor_rollout_ref.actor"
-    mp = _get(cfg, f"{actor}.fsdp_config.mixed_precision.param_dtype") or "bf16"
+    mp = select(cfg, f"{actor}.fsdp_config.mixed_precision.param_dtype") or "bf16"
     compute = 4 if mp in ("fp32", "float32") else 2
     # param_offload / optimizer_offload move them to the CPU between updates (the rollout phase);
     # verl's train mode loads them back for the update. offload_policy (FSDP2's CPU offload) keeps
     # them on the CPU throughout, the optimizer step included.
-    policy = bool(_get(cfg, f"{actor}.fsdp_config.offload_policy"))
-    param_off = policy or bool(_get(cfg, f"{actor}.fsdp_config.param_offload"))
-    optim_off = policy or bool(_get(cfg, f"{actor}.fsdp_config.optimizer_offload"))
+    policy = bool(select(cfg, f"{actor}.fsdp_config.offload_policy"))
+    param_off = policy or bool(select(cfg, f"{actor}.fsdp_config.param_offload"))
+    optim_off = policy or bool(select(cfg, f"{actor}.fsdp_config.optimizer_offload"))
     params, grads, adam = (0.0, 0.0, 0.0) if policy else (4 * p / world, 4 * p / world, 8 * p / world)
     params_rollout = 0.0 if param_off else 4 * p / world
     adam_rollout = 0.0 if optim_off else 8 * p / world
 
     seq, update_tokens, infer_tokens = pass_tokens(cfg)
-    checkpointed = bool(_get(cfg, "actor_rollout_ref.model.enable_gradient_checkpointing"))
+    checkpointed = bool(select(cfg, "actor_rollout_ref.model.enable_gradient_checkpointing"))
     layer = 2 * (4 * a.hidden + 4 * a.intermediate) * compute  # one layer's recompute, + its grads
     stored = (a.hidden * compute) if checkpointed else (4 * a.hidden + 4 * a.intermediate) * compute
     activations = update_tokens * (a.layers * stored + layer)
@@ -263,17 +259,17 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_G
     work = max(moments, key=lambda m: sum(m[2:]))
 
     rollout = "actor_rollout_ref.rollout"
-    tp = int(_get(cfg, f"{rollout}.tensor_model_parallel_size") or 1)
+    tp = int(select(cfg, f"{rollout}.tensor_model_parallel_size") or 1)
     weights_gib = 2 * p / tp / GIB if not cpu else 4 * p / GIB
     if cpu:
         vllm_gib = (
-            weights_gib + int(_get(cfg, f"{rollout}.engine_kwargs.vllm.kv_cache_memory_bytes") or 0) / GIB
+            weights_gib + int(select(cfg, f"{rollout}.engine_kwargs.vllm.kv_cache_memory_bytes") or 0) / GIB
         )
         kv_gib = vllm_gib - weights_gib
         device_gib = _ram_gib()
         device = f"this machine's {device_gib:.1f} GiB of RAM (CPU platform: every worker in it, float32)"
     else:
-        util = float(_get(cfg, f"{rollout}.gpu_memory_utilization"))
+        util = float(select(cfg, f"{rollout}.gpu_memory_utilization"))
         vllm_gib = util * gpu_gib
         kv_gib = max(vllm_gib - weights_gib - VLLM_OVERHEAD_GIB, 0.0)
         device_gib = gpu_gib
@@ -281,11 +277,11 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_G
     kv_token = 2 * a.layers * a.kv_heads * a.hd * (2 if not cpu else 4)
     fit_seqs = int(kv_gib * GIB // (kv_token * seq)) if kv_token else 0
     replicas = max(world // tp, 1)
-    asked = math.ceil(int(_get(cfg, "data.train_batch_size")) * int(_get(cfg, f"{rollout}.n")) / replicas)
+    asked = math.ceil(int(select(cfg, "data.train_batch_size")) * int(select(cfg, f"{rollout}.n")) / replicas)
 
-    sleeps = bool(_get(cfg, f"{rollout}.free_cache_engine"))
+    sleeps = bool(select(cfg, f"{rollout}.free_cache_engine"))
     context = CPU_PROCESSES_GIB if cpu else CUDA_CONTEXT_GIB
-    kl = bool(_get(cfg, f"{actor}.use_kl_loss")) or bool(_get(cfg, "algorithm.use_kl_in_reward"))
+    kl = bool(select(cfg, f"{actor}.use_kl_loss")) or bool(select(cfg, "algorithm.use_kl_in_reward"))
     reference = 4 * p / world if cpu and kl else 0.0  # verl's CPU offload: on the CPU it is in RAM
     rows = [
         (f"actor parameters (fp32, sharded over {world})", params_rollout / GIB, params / GIB),
@@ -328,9 +324,9 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_G
     full = 12 * p  # fp32 parameters + Adam's two fp32 moments (+ small records)
     hf = 2 * p  # bf16 HuggingFace weights (eval.convert)
     steps = training_steps(cfg, rows_of(cfg))
-    n_saves = saves(steps, int(_get(cfg, "trainer.save_freq")))
-    keep = _get(cfg, "recipes.checkpoints.keep_full")
-    snapshot = 4 * p if "prorl" in (_get(cfg, "recipes.methods") or {}) else 0  # ProRL's reference
+    n_saves = saves(steps, int(select(cfg, "trainer.save_freq")))
+    keep = select(cfg, "recipes.checkpoints.keep_full")
+    snapshot = 4 * p if "prorl" in (select(cfg, "recipes.methods") or {}) else 0  # ProRL's reference
     if keep is None:
         disk = n_saves * (full + snapshot)
         rule = f"every save kept whole ({n_saves} x {(full + snapshot) / GB:.1f} GB)"
@@ -340,7 +336,7 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_G
         rule = f"{whole} kept whole + {n_saves} as HF weights (recipes.checkpoints.keep_full={keep})"
     notes.append(
         f"disk: a checkpoint is {full / GB:.1f} GB whole (fp32 parameters + Adam), {hf / GB:.1f} GB as HF "
-        f"weights; {steps:,} steps, {n_saves} saves (every {_get(cfg, 'trainer.save_freq')}): {rule} "
+        f"weights; {steps:,} steps, {n_saves} saves (every {select(cfg, 'trainer.save_freq')}): {rule} "
         f"= {disk / GB:.0f} GB"
     )
     step_s = None
@@ -351,8 +347,8 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_G
         batch = max(min(fit_seqs, asked), 1)
         ctx = MEAN_LENGTH * seq
         per_token_s = (2 * p / tp + batch * ctx * kv_token) / (HBM_BYTES_S * HBM_SHARE * tp)
-        generated = int(_get(cfg, "data.train_batch_size")) * int(_get(cfg, f"{rollout}.n"))
-        max_response = int(_get(cfg, "data.max_response_length"))
+        generated = int(select(cfg, "data.train_batch_size")) * int(select(cfg, f"{rollout}.n"))
+        max_response = int(select(cfg, "data.max_response_length"))
         throughput_s = generated * MEAN_LENGTH * max_response * per_token_s / batch / replicas
         gen_s = max(throughput_s, max_response * per_token_s)  # the longest response ends the rollout
         # training: update 8PT (forward, recomputed forward, backward), + 2PT per extra forward pass
@@ -367,8 +363,8 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_G
         )
     size = f"{p / 1e9:.2f}B" if p >= 1e8 else f"{p / 1e6:.2f}M"
     header = (
-        f"run: {_get(cfg, 'actor_rollout_ref.model.path')} ({size} parameters), "
-        f"{world} GPU(s) ({_get(cfg, 'trainer.nnodes')} node(s)), {device}"
+        f"run: {select(cfg, 'actor_rollout_ref.model.path')} ({size} parameters), "
+        f"{world} GPU(s) ({select(cfg, 'trainer.nnodes')} node(s)), {device}"
     )
     return Estimate(
         rows,

@@ -1,7 +1,8 @@
 """Prompt augmentation as a method of this project (Lu, Huang, Balestriero 2026, arXiv 2602.03190;
 docs/methods.md#prompt-augmentation): its settings, checks and trainer hooks. The templates and the
-seeded draw are the `prompt_aug` package; the agent loop (recipes/agent_loop.py) shows each
-rollout its template, and the reward (recipes/reward.py) adds the template's format score.
+seeded draw are the `prompt_aug` package; `PromptAugPrompts` picks each rollout's template, which the
+agent loop (recipes/agent_loop.py) puts around the question, and the reward (recipes/reward.py) adds
+the template's format score.
 
 Per-template metrics, every training step, for each template used in it:
   template/<name>/samples          number of responses shown that template
@@ -14,13 +15,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from prompt_aug.sampling import TemplateSampler, make_sampler
 from prompt_aug.templates import TemplateError
-from recipes.method import Method, Samples, TrainerHooks
+from recipes.method import Method, Prompt, Samples, TrainerHooks
 from recipes.settings import ConfigError, setting
 
 PAPER = "Lu, Huang, Balestriero 2026, arXiv 2602.03190"
@@ -67,6 +68,33 @@ def sampler(settings: PromptAugSettings) -> TemplateSampler:
         raise ConfigError(f"recipes.prompt_aug.{exc}") from None
 
 
+def choose_template(sampler: TemplateSampler, row: dict[str, Any], training: bool) -> str:
+    """The template of one session of a dataset row as the agent loop receives it (the row's
+    fields plus `session_id`, and `recipes_epoch` on training rows)."""
+    if not training:
+        return sampler.val_template
+    for key in ("index", "session_id"):
+        if key not in row:
+            raise KeyError(
+                f"prompt augmentation needs `{key}` in each rollout's fields (verl's V1 trainer sets it)"
+            )
+    return sampler.choose(int(row["recipes_epoch"]), int(row["index"]), int(row["session_id"]))
+
+
+class PromptAugPrompts:
+    """The agent loop's prompt hook: training rows get the seeded draw's template (named in the
+    response's extra_fields, where the reward and the trainer read it); validation rows the fixed
+    `val_template` and no name (validation scores accuracy only)."""
+
+    def __init__(self, settings: PromptAugSettings):
+        self.sampler = sampler(settings)
+
+    def __call__(self, prompt: Prompt, row: dict, training: bool, n_rollouts: int) -> None:
+        prompt.template = choose_template(self.sampler, row, training)
+        if training:
+            prompt.extra["template"] = prompt.template
+
+
 def template_metrics(templates: list[str | None], infos: list[dict], lengths: list[int]) -> dict[str, float]:
     """Per-template step metrics (module doc); responses without a template are skipped."""
     groups: dict[str, list[int]] = defaultdict(list)
@@ -101,5 +129,5 @@ METHOD = Method(
     settings=PromptAugSettings,
     check=lambda cfg, settings: sampler(settings),
     hooks=lambda cfg, settings: PromptAugHooks(),
-    prompt_variants=True,
+    prompts=lambda cfg, settings: PromptAugPrompts(settings),
 )

@@ -7,6 +7,8 @@ A method is a module that owns everything about it:
   check_data `check_data(cfg, settings, train_files)`: what it needs from the training data
   hooks      `hooks(cfg, settings) -> TrainerHooks`: what it adds to the trainer's step
              (recipes/trainer.py calls every active method's hooks and knows no method by name)
+  prompts    `prompts(cfg, settings) -> hook`: how it changes each rollout's prompt (the agent
+             loop, recipes/agent_loop.py, calls every active method's hook the same way)
 and a configs/method/<name>.yaml with the verl keys it sets. `recipes.train` and the trainer loop
 over the active methods; adding one is a module, a YAML and a line below (docs/adding_a_method.md).
 
@@ -69,6 +71,11 @@ def settings(cfg, name: str):
 
 def trainer_hooks(cfg) -> list:
     return [m.hooks(cfg, settings(cfg, m.name)) for m in active(cfg) if m.hooks is not None]
+
+
+def prompt_hooks(cfg) -> list:
+    """The agent loop's prompt hooks of the active methods, in the order they were listed."""
+    return [m.prompts(cfg, settings(cfg, m.name)) for m in active(cfg) if m.prompts is not None]
 
 
 def _registry() -> dict[str, Method]:

@@ -27,6 +27,14 @@ class ConfigError(ValueError):
 
 
 # range name -> test; a field's `check` is one of these (or None for any value of its type)
+def select(cfg, key: str):
+    """`cfg`'s value at the dotted `key`, or None where the key or a section above it is missing
+    (or the value is `???`)."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.select(cfg, key, throw_on_missing=False)
+
+
 RANGES: dict[str, Callable[[Any], bool]] = {
     ">= 0": lambda x: x >= 0,
     ">= 1": lambda x: x >= 1,

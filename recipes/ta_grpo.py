@@ -28,7 +28,7 @@ from typing import Any, Literal
 import numpy as np
 from omegaconf import OmegaConf
 
-from recipes.method import Method, Samples, TrainerHooks
+from recipes.method import Method, Prompt, Samples, TrainerHooks
 from recipes.settings import ConfigError, setting
 
 PAPER = "Le et al. 2026, arXiv 2601.22478"
@@ -132,20 +132,24 @@ def variant_question(row: Mapping[str, Any], variant: int, question: str) -> str
     return rephrasings[variant - 1]
 
 
-def swap_question(messages: Sequence[Mapping[str, str]], original: str, replacement: str) -> list[dict]:
-    """The dataset's chat messages with the original question in the last user turn replaced (its
-    instruction text, before or after the question, stays)."""
-    out = [dict(m) for m in messages]
-    for m in reversed(out):
-        if m.get("role") == "user":
-            if original not in m["content"]:
-                raise TAGRPOError(
-                    "the last user message does not contain extra_info.question verbatim, so the "
-                    "rephrasing cannot take its place"
-                )
-            m["content"] = m["content"].replace(original, replacement, 1)
-            return out
-    raise TAGRPOError("the prompt has no user message")
+class TAPrompts:
+    """The agent loop's prompt hook: training session k shows variant k // G (named in the
+    response's extra_fields); with `anchor: original` the response is stored under q0 (eq. 4) and
+    the rollout's log-probs, computed under q_v, are dropped. Validation rows show q0."""
+
+    def __init__(self, ta: TASettings):
+        self.ta = ta
+
+    def __call__(self, prompt: Prompt, row: dict, training: bool, n_rollouts: int) -> None:
+        if not training:
+            return
+        variant = self.ta.variant(int(row["session_id"]), n_rollouts)
+        prompt.extra["variant"] = variant
+        prompt.question = variant_question(row, variant, prompt.original)
+        if self.ta.anchor == "original":
+            if variant:
+                prompt.trained_under = prompt.original
+            prompt.rollout_log_probs = False
 
 
 # ------------------------------------------------------------------------------- metrics
@@ -190,10 +194,8 @@ def diagnostics(
 # ------------------------------------------------------------------------------- trainer hooks
 class TAHooks(TrainerHooks):
     """The paper's diagnostics every step; for `groups: per_variant` (TA-GRPO*) each response's
-    uid becomes (question, variant) before the advantage, so each variant's G responses are
-    normalized on their own."""
-
-    advantage_fields = ("uid",)
+    advantage group becomes (question, variant), so each variant's G responses are normalized on
+    their own."""
 
     def __init__(self, ta: TASettings):
         self.ta = ta
@@ -210,8 +212,12 @@ class TAHooks(TrainerHooks):
                 self.ta.n_variants,
             )
         )
-        if self.ta.groups == "per_variant":
-            trainer.put_fields(batch, [{"uid": f"{u}:v{v}"} for u, v in zip(uids, variants, strict=True)])
+
+    def advantage_groups(self, trainer, groups: list[str], samples: Samples) -> list[str]:
+        if self.ta.groups == "pooled":  # eq. 3: the row's uid is the question's pooled group
+            return groups
+        variants = [int(e.get("variant", 0)) for e in samples.extra]
+        return [f"{g}:v{v}" for g, v in zip(groups, variants, strict=True)]
 
     def dump_columns(self, trainer, extra: list[dict]) -> dict[str, list]:
         return {
@@ -233,5 +239,5 @@ METHOD = Method(
     check=check,
     check_data=check_data,
     hooks=lambda cfg, ta: TAHooks(ta),
-    prompt_variants=True,
+    prompts=lambda cfg, ta: TAPrompts(ta),
 )

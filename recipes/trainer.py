@@ -7,8 +7,8 @@
      grader/status/<s>     fraction of responses with status s (ok, no_answer, timeout, error,
                            bad_ground_truth)
 2. Each active method's `TrainerHooks` (recipes/method.py, recipes/registry.py): before and
-   after each step, after validations, before the advantage, in checkpoints and in the rollout
-   dump. This file knows no method by name.
+   after each step, after validations, before the advantage, the advantage groups, in
+   checkpoints and in the rollout dump. This file knows no method by name.
 3. The dataloader pass of every fetched row (`recipes_epoch`), which the agent loop needs to
    make each rollout's prompt a pure function of (seed, epoch, row, rollout). The number of
    fetches so far is saved with each checkpoint (`recipes_state.json`), so a resumed run knows
@@ -215,7 +215,7 @@ class RecipesTrainerSync(PPOTrainerSync):
         )
 
     def _compute_advantage(self, batch, metrics: dict):
-        wanted = sorted({f for hook in self.hooks for f in hook.advantage_fields})
+        wanted = sorted({"uid", *(f for hook in self.hooks for f in hook.advantage_fields)})
         keep, data = self._sample_fields(batch, ["extra_fields", "responses", *wanted])
         extra = [_unwrap(v) for v in data["extra_fields"]]
         extra = [e if isinstance(e, dict) else {} for e in extra]
@@ -225,6 +225,12 @@ class RecipesTrainerSync(PPOTrainerSync):
         samples = Samples(keep, extra, infos, [lengths[i] for i in keep], {f: data[f] for f in wanted})
         for hook in self.hooks:
             hook.before_advantage(self, batch, samples, metrics)
+        uids = [str(_unwrap(u)) for u in data["uid"]]
+        groups = uids
+        for hook in self.hooks:
+            groups = hook.advantage_groups(self, groups, samples)
+        if groups != uids:
+            self.put_fields(batch, [{"uid": g} for g in groups])
         if not self.on_policy:
             return super()._compute_advantage(batch, metrics)
         verl: dict = {}  # rollout_corr/* would compare the rollout with the placeholder (6)

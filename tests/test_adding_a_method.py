@@ -44,7 +44,8 @@ def follow_the_guide(root: Path) -> None:
 
 CHECK = """
 from recipes.registry import REGISTRY
-from recipes.train import check_config, compose
+from recipes.checks import check_config
+from recipes.train import compose
 from recipes import cw_grpo
 
 print("methods:", " ".join(sorted(REGISTRY)))

@@ -11,18 +11,10 @@ from pathlib import Path
 import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 
-from recipes.train import (
-    ConfigError,
-    check_config,
-    check_data,
-    compose,
-    eta,
-    format_duration,
-    format_row,
-    header,
-    planned_steps,
-    translate_overrides,
-)
+from recipes.checks import check_config, check_data
+from recipes.console import eta, format_duration, format_row, header
+from recipes.settings import ConfigError
+from recipes.train import compose, planned_steps, translate_overrides
 
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = sorted(p.stem for p in (REPO / "configs" / "experiment").glob("*.yaml"))
@@ -660,18 +652,18 @@ def test_a_wrong_verl_or_a_missing_registration_is_one_sentence(monkeypatch):
     import verl
     from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
 
-    from recipes.train import check_verl_seam
+    from recipes.checks import verl_seam
 
-    check_verl_seam()  # this install is right
+    verl_seam()  # this install is right
     monkeypatch.setattr(verl, "__version__", "0.9.2")
     with pytest.raises(ConfigError, match=r"^verl 0\.9\.2 is installed; this project extends verl 0\.9\.1"):
-        check_verl_seam()
+        verl_seam()
     monkeypatch.undo()
     monkeypatch.delitem(REWARD_MANAGER, "math_pool")
     with pytest.raises(
         ConfigError, match=r"did not register our reward manager 'math_pool': is this package"
     ):
-        check_verl_seam()
+        verl_seam()
 
 
 @pytest.mark.slow  # a fresh interpreter (or several) importing verl
@@ -693,7 +685,7 @@ def test_hydras_own_errors_are_one_line_and_exit_2(tmp_path):
 
 
 def test_a_model_path_that_does_not_resolve_is_refused(tmp_path, monkeypatch):
-    from recipes.train import check_model
+    from recipes.checks import check_model
 
     with pytest.raises(ConfigError, match=r"model.path=/no/such/model: no model there"):
         check_model(compose(["experiment=demo_cpu", "actor_rollout_ref.model.path=/no/such/model"]))

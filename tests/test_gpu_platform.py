@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from recipes import gpu_platform as gp
-from recipes.train import ConfigError, check_config, compose
+from recipes.checks import check_config
+from recipes.settings import ConfigError
+from recipes.train import compose
 
 REPO = Path(__file__).resolve().parent.parent
 GPU_PRESETS = sorted(p.stem for p in (REPO / "configs" / "experiment").glob("*.yaml") if "cpu" not in p.stem)

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from recipes.train import check_config, compose
+from recipes.checks import check_config
+from recipes.train import compose
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "gpu_smoke.sh"

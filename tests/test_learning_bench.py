@@ -96,7 +96,8 @@ def test_every_methods_training_launch_passes_the_checks_before_ray(method, tmp_
     steps: the config composes and passes ours and verl's checks."""
     import importlib.util
 
-    from recipes.train import check_config, compose
+    from recipes.checks import check_config
+    from recipes.train import compose
 
     spec = importlib.util.spec_from_file_location("learning", SCRIPT)
     learning = importlib.util.module_from_spec(spec)

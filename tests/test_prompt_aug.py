@@ -292,14 +292,23 @@ def test_bad_settings_fail_clearly(settings, match):
 
 # ------------------------------------------------------------------- agent loop and trainer
 def test_agent_loop_choice_for_training_and_validation_rows():
-    from recipes.agent_loop import choose_template, question_of
+    from recipes.agent_loop import question_of
+    from recipes.method import Prompt
+    from recipes.prompt_augmentation import PromptAugPrompts, PromptAugSettings, choose_template
 
     s = TemplateSampler(("abel", "formal"), (0.5, 0.5), per_rollout=True, seed=5, val_template="qwen-math")
     row = {"index": 17, "session_id": 3, "recipes_epoch": 2, "extra_info": {"question": "Q?"}}
-    assert choose_template(s, row) == (s.choose(2, 17, 3), True)
+    assert choose_template(s, row, training=True) == s.choose(2, 17, 3)
     val_row = {"index": 17, "session_id": 3, "extra_info": {"question": "Q?"}}
-    assert choose_template(s, val_row) == ("qwen-math", False)
+    assert choose_template(s, val_row, training=False) == "qwen-math"
     assert question_of(row) == "Q?"
+    # the agent loop's hook: a training row's template is named in extra_fields, a validation row's not
+    hook = PromptAugPrompts(PromptAugSettings(templates=["abel", "formal"], sampling="per_rollout", seed=5))
+    train, val = Prompt("Q?", "Q?"), Prompt("Q?", "Q?")
+    hook(train, row, True, 8)
+    hook(val, val_row, False, 8)
+    assert train.template == train.extra["template"] == s.choose(2, 17, 3) and train.question == "Q?"
+    assert val.template == "qwen-math" and val.extra == {}
     with pytest.raises(KeyError, match="row 4 of data source 'math' has no extra_info.question"):
         question_of({"index": 4, "data_source": "math", "extra_info": {"index": 4}})
 

@@ -106,13 +106,22 @@ def test_active_methods_come_from_the_method_choice():
     assert [type(h).__name__ for h in hooks] == ["ProRLHooks"]
 
 
+HUBS = ("recipes/train.py", "recipes/trainer.py", "recipes/agent_loop.py")
+
+
 def test_hubs_name_no_method():
-    """train.py and trainer.py loop over the registry: no method is named as a string, imported, or
-    used as a module or attribute there (help text with examples may mention them)."""
+    """train.py, trainer.py and the agent loop loop over the registry: no method is named as a
+    string, imported, or used as a module or attribute there (help text with examples may mention
+    them; `prompt_aug.templates`, the templates package, is not the method)."""
     import re
 
-    for path in ("recipes/train.py", "recipes/trainer.py"):
-        text = (REPO / path).read_text()
+    method_modules = {m for m, tree in _trees().items() if "METHOD" in _assigned(tree)}
+    assert method_modules >= {"recipes.ta_grpo", "recipes.prompt_augmentation", "recipes.prorl"}
+    graph = module_imports()
+    for path in HUBS:
+        hub = path.removesuffix(".py").replace("/", ".")
+        assert not graph[hub] & method_modules, (hub, graph[hub] & method_modules)
+        text = re.sub(r"^(from|import) prompt_aug\.templates\b.*$", "", (REPO / path).read_text(), flags=re.M)
         for name in registry.REGISTRY:
             pattern = rf"""["']{name}["']|import {name}\b|\b{name}\.|\.{name}\b|\b{name}\s*[=(]"""
             found = re.findall(pattern, text)
@@ -136,14 +145,35 @@ ALLOWED = {
 }
 
 
-def module_imports() -> dict[str, set[str]]:
-    """Module -> the modules of PACKAGES and verl it imports anywhere (lazily too), by ast."""
+def _trees() -> dict:
+    """Module name -> its ast, for every module of PACKAGES."""
     import ast
 
     modules = {}
     for pkg in PACKAGES:
         for f in sorted((REPO / pkg).glob("*.py")):
             modules[pkg if f.stem == "__init__" else f"{pkg}.{f.stem}"] = ast.parse(f.read_text())
+    return modules
+
+
+def _assigned(tree) -> set[str]:
+    """Names a module assigns at its top level."""
+    import ast
+
+    return {
+        t.id
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Module -> the modules of PACKAGES and verl it imports anywhere (lazily too), by ast."""
+    import ast
+
+    modules = _trees()
 
     def resolve(name: str) -> str:
         while name not in modules and "." in name:

@@ -42,15 +42,45 @@ def test_variant_question_and_swap():
     assert ta_grpo.variant_question(row, 2, "What is 2+2?") == "2+2 equals?"
     with pytest.raises(TAGRPOError, match="row 3 of data source 'math' has 2 rephrasings"):
         ta_grpo.variant_question(row, 3, "What is 2+2?")
+    from recipes.agent_loop import PromptError, swap_question
+
     messages = [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "What is 2+2?\nBox it."},
     ]
-    swapped = ta_grpo.swap_question(messages, "What is 2+2?", "Compute 2+2.")
+    swapped = swap_question(messages, "What is 2+2?", "Compute 2+2.")
     assert swapped == [messages[0], {"role": "user", "content": "Compute 2+2.\nBox it."}]
     assert messages[1]["content"] == "What is 2+2?\nBox it."  # the input is not modified
-    with pytest.raises(TAGRPOError, match="does not contain extra_info.question"):
-        ta_grpo.swap_question(messages, "What is 3+3?", "x")
+    with pytest.raises(PromptError, match="does not contain extra_info.question"):
+        swap_question(messages, "What is 3+3?", "x")
+
+
+@pytest.mark.parametrize("anchor", ["original", "own"])
+def test_the_prompt_hook_shows_each_sessions_variant_and_anchors_it(anchor):
+    """Session k of rollout.n = (N+1) x G answers variant k // G; anchored, a variant's response is
+    trained under q0 and the rollout's log-probs (under q_v) are dropped; validation shows q0."""
+    from recipes.method import Prompt
+
+    hook = ta_grpo.TAPrompts(TASettings(n_rephrasings=2, anchor=anchor))
+    row = {"index": 3, "data_source": "math", "rephrasings": ["Compute 2+2.", "2+2 equals?"]}
+    seen = []
+    for session in range(6):  # G = 2
+        p = Prompt("What is 2+2?", "What is 2+2?")
+        hook(p, {**row, "session_id": session}, True, 6)
+        seen.append((p.question, p.extra["variant"], p.trained_under, p.rollout_log_probs))
+    anchored = anchor == "original"
+    q0 = "What is 2+2?" if anchored else None
+    assert seen == [
+        ("What is 2+2?", 0, None, not anchored),
+        ("What is 2+2?", 0, None, not anchored),
+        ("Compute 2+2.", 1, q0, not anchored),
+        ("Compute 2+2.", 1, q0, not anchored),
+        ("2+2 equals?", 2, q0, not anchored),
+        ("2+2 equals?", 2, q0, not anchored),
+    ]
+    val = Prompt("What is 2+2?", "What is 2+2?")
+    hook(val, {**row, "session_id": 5}, False, 6)
+    assert val == Prompt("What is 2+2?", "What is 2+2?")
 
 
 # ------------------------------------------------------------------------- normalization
@@ -113,3 +143,22 @@ def test_diagnostics_by_hand():
         "ta_grpo/variant_0/acc": 0.5,
         "ta_grpo/variant_1/acc": 0.25,
     }
+
+
+def test_the_grouping_hook_pools_or_splits_by_variant():
+    """The trainer's grouping step: pooled (eq. 3) keeps the row's group; TA-GRPO* splits it by
+    variant (padding samples included: they have no variant, so they count as variant 0)."""
+    from recipes.method import Samples
+
+    samples = Samples(
+        keep=[0, 1, 2],
+        extra=[{"variant": 0}, {"variant": 1}, {"variant": 1}, {}],
+        infos=[],
+        lengths=[],
+        fields={},
+    )
+    groups = ["a", "a", "b", "b"]
+    pooled = ta_grpo.TAHooks(TASettings(groups="pooled"))
+    star = ta_grpo.TAHooks(TASettings(anchor="own", groups="per_variant"))
+    assert pooled.advantage_groups(None, groups, samples) == groups
+    assert star.advantage_groups(None, groups, samples) == ["a:v0", "a:v1", "b:v1", "b:v0"]
