@@ -689,6 +689,9 @@ def test_ctrl_c_keeps_finished_questions(server, infile, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # as from a terminal: a suite started in the background (`make test &`, nohup) passes SIGINT
+        # on ignored, and Python then installs no KeyboardInterrupt handler
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 30
     while not (cache.exists() and cache_lines(cache)) or len(server.log) < 2:
