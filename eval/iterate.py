@@ -59,9 +59,10 @@ from eval.convert import (
     select_steps,
 )
 from eval.plot import AVERAGES, plot_steps, run_name
-from eval.results import ResultsError, atomic_write_json, atomic_write_text, ensure_writable, pct
+from eval.results import ResultsError, atomic_write_json, ensure_writable, pct
 from eval.run import EvalError, add_eval_arguments, eval_kwargs, evaluate, summary_settings
 from recipes.checkpoints import STEP_RE, StepFolderError, default_hf_root, find_steps, latest_step
+from recipes.files import atomic_write_text
 
 PLOT = "accuracy_vs_step.png"
 

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from recipes.checkpoints import MAX_STEP
+from recipes.files import atomic_write
 
 AVERAGES = ("per-benchmark average", "per-question average")
 
@@ -51,17 +52,10 @@ def plot_runs(runs: dict[str, list[dict]], path: str | os.PathLike, title: str =
     fig = figure(runs, title)  # first: it points matplotlib's cache away from ~/.cache
     import matplotlib.pyplot as plt
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=120)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120), suffix=".png")
     finally:
         plt.close(fig)
-        Path(tmp).unlink(missing_ok=True)
     return path
 
 

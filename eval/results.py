@@ -30,6 +30,8 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from recipes.files import atomic_write_text
+
 CONFIG, SAMPLES, SUMMARY, TABLE, RUNS = (
     "config.json",
     "samples.jsonl",
@@ -54,23 +56,6 @@ SAMPLE_FIELDS = (
 
 class ResultsError(RuntimeError):
     """A results folder that does not match this evaluation, or a damaged sample file."""
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write `text` to `path` through a temporary file and a rename (module docstring)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def ensure_writable(folder: str | os.PathLike, what: str) -> Path:

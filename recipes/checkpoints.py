@@ -49,6 +49,11 @@ class StepFolderError(ValueError):
     """Step folders that cannot be told apart or read; the message is one sentence."""
 
 
+def step_folder(root: str | os.PathLike, step: int) -> str:
+    """The folder verl saves step `step` of a run in, under its checkpoint root."""
+    return os.path.join(root, f"global_step_{step}")
+
+
 def find_steps(root: str | os.PathLike) -> dict[int, Path]:
     """step -> `global_step_N` folder under a checkpoint root, sorted by step. Other names (and
     plain files) are not steps; two folders naming one step (`global_step_5`, `global_step_005`),

@@ -66,6 +66,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from recipes.files import atomic_write
+
 INSTRUCTION = "\nPlease reason step by step, and put your final answer within \\boxed{}."
 """Appended to the question to make the user message (the standard Qwen-math prompt)."""
 
@@ -355,14 +357,7 @@ def write_rows(
     validate_rows(rows, source=str(path))
     schema = ROW_SCHEMA.with_metadata({_META_KEY: json.dumps(dict(meta or {}), sort_keys=True).encode()})
     table = pa.Table.from_pylist([{c: r[c] for c in COLUMNS} for r in rows], schema=schema)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
 
 def read_meta(path: str | os.PathLike) -> dict:

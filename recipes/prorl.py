@@ -54,6 +54,8 @@ from verl.single_controller.base.decorator import Dispatch, register
 from verl.trainer.ppo.utils import Role
 from verl.utils.debug import marked_timer
 
+from recipes.checkpoints import step_folder
+from recipes.files import atomic_write, atomic_write_text
 from recipes.method import Method, TrainerHooks
 from recipes.settings import ConfigError, setting
 
@@ -245,10 +247,9 @@ class ResetController:
 
     # ----------------------------------------------------------------------- checkpoints
     def save(self, folder: str) -> None:
-        path = os.path.join(folder, STATE_FILE)
-        with open(path + ".tmp", "w") as f:
-            json.dump({**asdict(self.state), "last_kl": self.last_kl}, f)
-        os.replace(path + ".tmp", path)
+        atomic_write_text(
+            os.path.join(folder, STATE_FILE), json.dumps({**asdict(self.state), "last_kl": self.last_kl})
+        )
 
     def load(self, folder: str) -> bool:
         path = os.path.join(folder, STATE_FILE)
@@ -310,11 +311,11 @@ def clear_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
 
 
 def save_shards(module: torch.nn.Module, folder: str, rank: int, world: int) -> None:
-    os.makedirs(folder, exist_ok=True)
     shards = {name: t.detach().to("cpu", copy=True) for name, t in sharded_params(module).items()}
-    path = os.path.join(folder, f"rank_{rank}.pt")
-    torch.save({"world_size": world, "shards": shards}, path + ".tmp")
-    os.replace(path + ".tmp", path)
+    atomic_write(
+        os.path.join(folder, f"rank_{rank}.pt"),
+        lambda tmp: torch.save({"world_size": world, "shards": shards}, tmp),
+    )
 
 
 @torch.no_grad()
@@ -430,7 +431,7 @@ class ProRLHooks(TrainerHooks):
         if not (self.training and self.s.watches_validation):
             return
         self.ctl.after_validation(trainer.global_steps, val_metrics)
-        folder = os.path.join(trainer.config.trainer.default_local_dir, f"global_step_{trainer.global_steps}")
+        folder = step_folder(trainer.config.trainer.default_local_dir, trainer.global_steps)
         if os.path.isdir(folder):  # this step's checkpoint: record the decision for a resume
             self.ctl.save(folder)
 

@@ -42,7 +42,8 @@ from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
 from recipes import on_policy, registry
 from recipes.agent_loop import EPOCH_KEY
-from recipes.checkpoints import Retention
+from recipes.checkpoints import Retention, step_folder
+from recipes.files import atomic_write_text
 from recipes.method import Samples
 from rewards.grader import STATUSES
 
@@ -133,18 +134,14 @@ class RecipesTrainerSync(PPOTrainerSync):
     def _step_folder(self) -> str:
         if self.config.trainer.resume_mode == "resume_path" and self.config.trainer.resume_from_path:
             return os.path.abspath(self.config.trainer.resume_from_path)
-        root = os.path.abspath(self.config.trainer.default_local_dir)
-        return os.path.join(root, f"global_step_{self.global_steps}")
+        return step_folder(os.path.abspath(self.config.trainer.default_local_dir), self.global_steps)
 
     def _save_checkpoint(self):
         # ours first: verl writes latest_checkpointed_iteration.txt last, so a save interrupted
         # anywhere leaves the tracker on the previous, complete checkpoint
-        folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, STATE_FILE)
-        with open(path + ".tmp", "w") as f:
-            json.dump({"global_steps": self.global_steps, "dataloader_fetches": self._fetches}, f)
-        os.replace(path + ".tmp", path)
+        folder = step_folder(self.config.trainer.default_local_dir, self.global_steps)
+        state = {"global_steps": self.global_steps, "dataloader_fetches": self._fetches}
+        atomic_write_text(os.path.join(folder, STATE_FILE), json.dumps(state))
         for hook in self.hooks:
             hook.save(self, folder)
         super()._save_checkpoint()

@@ -317,9 +317,10 @@ PLATEAU = (
 
 @pytest.fixture(scope="module")
 def launches(e2e, tmp_path_factory) -> dict:
-    """This module's three launches (tests/conftest.py: train_together): the reference run resumed
-    after step 3 beside the all-four run, then the DAPO plateau run. {name: (output folder, the
-    finished process)}."""
+    """This module's three launches (tests/conftest.py: train_together): the DAPO plateau run, then
+    the reference run resumed after step 3 beside the all-four run. (The single launch first: it
+    needs no heavy phase, so it runs while the Slurm module's heavy phase ends, where the pair
+    used to wait for it.) {name: (output folder, the finished process)}."""
     reference, _ = e2e.reference()
     root = tmp_path_factory.mktemp("launches")
     e2e.copy_checkpoints(reference, root / "resumed", upto=3)
@@ -329,7 +330,7 @@ def launches(e2e, tmp_path_factory) -> dict:
         "plateau": (root / "plateau", *PLATEAU, e2e.entropy_bonus),
     }
     done = {}
-    for wave in (("all_four", "resumed"), ("plateau",)):
+    for wave in (("plateau",), ("all_four", "resumed")):
         done.update(zip(wave, e2e.train_together([runs[n] for n in wave]), strict=True))
     return {name: (runs[name][0], done[name]) for name in runs}
 
