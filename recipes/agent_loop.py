@@ -28,11 +28,10 @@ from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentL
 
 from prompt_aug.templates import prompt_ids
 from recipes import determinism, registry
-from recipes.method import Prompt
+from recipes.method import EPOCH_KEY, Prompt
 from recipes.settings import ConfigError
 
 AGENT_NAME = "recipes_prompt_variants"
-EPOCH_KEY = "recipes_epoch"  # per-row dataloader pass, set by recipes/trainer.py on training batches
 
 
 class PromptError(ValueError):

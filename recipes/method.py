@@ -8,6 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+# a training row's dataloader pass, set by recipes/trainer.py on every batch it fetches
+EPOCH_KEY = "recipes_epoch"
+
 
 class TrainerHooks:
     """What a method adds to recipes/trainer.py's sync trainer. Each hook does nothing unless a

@@ -21,7 +21,7 @@ import numpy as np
 
 from prompt_aug.sampling import TemplateSampler, make_sampler
 from prompt_aug.templates import TemplateError
-from recipes.method import Method, Prompt, Samples, TrainerHooks
+from recipes.method import EPOCH_KEY, Method, Prompt, Samples, TrainerHooks
 from recipes.settings import ConfigError, setting
 
 PAPER = "Lu, Huang, Balestriero 2026, arXiv 2602.03190"
@@ -78,7 +78,7 @@ def choose_template(sampler: TemplateSampler, row: dict[str, Any], training: boo
             raise KeyError(
                 f"prompt augmentation needs `{key}` in each rollout's fields (verl's V1 trainer sets it)"
             )
-    return sampler.choose(int(row["recipes_epoch"]), int(row["index"]), int(row["session_id"]))
+    return sampler.choose(int(row[EPOCH_KEY]), int(row["index"]), int(row["session_id"]))
 
 
 class PromptAugPrompts:

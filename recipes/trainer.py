@@ -41,10 +41,9 @@ from verl.utils.debug import marked_timer
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
 from recipes import on_policy, registry
-from recipes.agent_loop import EPOCH_KEY
 from recipes.checkpoints import Retention, step_folder
 from recipes.files import atomic_write_text
-from recipes.method import Samples
+from recipes.method import EPOCH_KEY, Samples
 from rewards.grader import STATUSES
 
 STATE_FILE = "recipes_state.json"
