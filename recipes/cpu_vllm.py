@@ -29,11 +29,12 @@ saves a process per engine:
 
  5. vLLM's CPU platform runs the model in a worker process of its own (the `mp` executor) even
     when asked for `uni`: on a CPU that is a third process per engine (verl's server, vLLM's engine
-    core, the worker), and the worker imports torch and vLLM again (~14 CPU-seconds of every
+    core, the worker), and the worker imports torch and vLLM again (~15 CPU-seconds of every
     engine start on 2 cores). configs/platform/cpu.yaml asks for `uni` and `model_in_engine_core`
     lets one-process engines have it: the model runs in the engine core, with the OpenMP threads
     and core binding vLLM gives its worker (`OMPProcessManager`), set for the engine core that the
-    server starts. The same tokens come out (tests/test_cpu_platform.py). Applied through the same
+    server starts. A run's responses and metrics are the same (docs/cpu_platform.md, 7, has the
+    comparison; tests/test_cpu_platform.py checks the patch). Applied through the same
     entry point as (2), in the process that builds the engine's config.
 
 Besides: vLLM's CPU attention takes head sizes 32-512 (the tiny model has head_dim 32); vLLM
