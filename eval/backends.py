@@ -20,7 +20,7 @@ cache to `$RECIPES_CACHE/vllm` (unless VLLM_RPC_BASE_PATH / VLLM_CACHE_ROOT are 
 VLLM_NO_USAGE_STATS is set), and the /dev/shm files that the engine's killed processes leave behind
 are removed on `close`. torch.compile is off on a CPU (`TORCHDYNAMO_DISABLE=1` unless set): vLLM's
 CPU sampler would compile one small function at every engine start, 11-13 s on 2 cores
-(recipes/cpu_vllm.py). vLLM's CPU build starts its engine in "spawn" processes, so a script that makes
+(recipes/platforms/cpu_vllm.py). vLLM's CPU build starts its engine in "spawn" processes, so a script that makes
 a backend needs an `if __name__ == "__main__":` guard.
 
 transformers (`HFBackend`): prompts sorted by length, left-padded batches of `batch_size`, one
@@ -212,7 +212,7 @@ class VLLMBackend:
         self.llm = None
         self._session = None
         if self.on_cpu:
-            from recipes.cpu_vllm import CPUSession
+            from recipes.platforms.cpu_vllm import CPUSession
 
             # only psm_*: this process's own live semaphores (sem.mp-*) cannot be told from orphans
             self._session = CPUSession(orphan_prefixes=("psm_",), prefix="eval-vllm-", in_process=True)

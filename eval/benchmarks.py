@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from eval.grading import LETTERS, choice_letter
-from rewards.extract import last_boxed
+from grader.extract import last_boxed
 
 Kind = Literal["math", "choice"]
 QUESTION_COLUMNS = ("problem", "question", "Question")

@@ -74,13 +74,13 @@ def render_prompt(template: str, problem: str, tokenizer) -> str:
     if template == "none":
         messages = [{"role": "user", "content": problem}]
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    from prompt_aug.templates import render
+    from prompt_templates.templates import render
 
     return render(template, problem, tokenizer)
 
 
 def check_template(name: str) -> None:
-    from prompt_aug.templates import TEMPLATES
+    from prompt_templates.templates import TEMPLATES
 
     if name not in TEMPLATES and name not in TEMPLATES_EXTRA:
         raise EvalError(
@@ -93,7 +93,7 @@ def default_backend() -> str:
     or a GPU is visible (a GPU build of vLLM cannot run without one); else hf. Imports no vLLM."""
     import importlib.util
 
-    from recipes.cpu_vllm import vllm_cpu_version
+    from recipes.platforms.cpu_vllm import vllm_cpu_version
 
     if importlib.util.find_spec("vllm") is None:
         return "hf"
@@ -230,7 +230,7 @@ def evaluate(
             print(f"[eval] backend {backend} loaded in {time.time() - loading:.1f} s", flush=True)
         try:
             if grader is None and any(b.kind == "math" for b in benches):
-                from rewards.grader import get_grader
+                from grader.grade import get_grader
 
                 grader = get_grader()
             by_name = {b.name: b for b in benches}
@@ -425,7 +425,7 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--template",
         default="qwen-math",
-        help="prompt template: any of `python -m prompt_aug.templates list`, `none` (question as the "
+        help="prompt template: any of `python -m prompt_templates.templates list`, `none` (question as the "
         "user turn), `raw` (no chat template). Default qwen-math, as the papers evaluated",
     )
     g.add_argument(

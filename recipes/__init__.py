@@ -1,5 +1,14 @@
-"""Training recipes on verl: the Hydra entry point (`python -m recipes.train`), the CPU platform,
-local model builders, data preparation, and TA-GRPO's rephrasing tool (`python -m recipes.rephrase`)."""
+"""Training recipes on verl, one folder per kind of code (docs/layout.md):
+
+- train.py, checks.py, console.py, run_folder.py: `python -m recipes.train` (compose, check before
+  Ray, prepare, run); plan.py: `python -m recipes.plan`, a run's memory and disk
+- settings.py, files.py, checkpoints.py: the ground (typed settings, atomic files and the cache,
+  checkpoint step folders)
+- methods/: each method's settings, checks, math and hooks, and their registry
+- extensions/: what verl loads (plugins, trainer, agent loop, reward manager)
+- platforms/: CPU, vLLM on CPU, GPU preflight, determinism, weight sync
+- tools/: offline CLIs (data, local models, rephrasings)
+"""
 
 import warnings
 

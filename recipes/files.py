@@ -1,6 +1,7 @@
 """Files written whole or not at all: into a temporary file beside the target, flushed to disk,
 then renamed over it, so a reader (or the next run after a crash) sees the old file or the new one,
-never a part. Every file this project rewrites in place goes through `atomic_write`."""
+never a part. Every file this project rewrites in place goes through `atomic_write`. And where
+the project keeps what it builds and downloads (`cache_dir`)."""
 
 from __future__ import annotations
 
@@ -31,3 +32,13 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], object], suffi
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+CACHE_ENV = "RECIPES_CACHE"
+DEFAULT_CACHE = "~/.cache/verl_math_recipes"
+
+
+def cache_dir() -> Path:
+    """Local models, prepared data and vLLM's compile cache: `$RECIPES_CACHE`, default
+    ~/.cache/verl_math_recipes (configs/train.yaml says the same for Hydra as `recipes.cache_dir`)."""
+    return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE).expanduser()

@@ -117,7 +117,7 @@ KNOWN = {
     "meta-llama/Llama-3.2-1B-Instruct": Arch(2048, 16, 32, 8, 8192, 128256, True, head_dim=64),
     "meta-llama/Llama-3.2-3B-Instruct": Arch(3072, 28, 24, 8, 8192, 128256, True, head_dim=128),
     "smollm2_135m": Arch(576, 30, 9, 3, 1536, 49152, True),
-    "tiny": Arch(64, 2, 2, 1, 128, 768, True, qkv_bias=True),  # recipes/models.py build_tiny
+    "tiny": Arch(64, 2, 2, 1, 128, 768, True, qkv_bias=True),  # recipes/tools/models.py build_tiny
 }
 # Training rows of each dataset (its configs/data/*.yaml), when the prepared file is not at hand.
 ROWS = {
@@ -341,7 +341,7 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_G
     )
     step_s = None
     if not cpu:
-        from recipes import on_policy
+        from recipes.extensions import on_policy
 
         # decoding: one token for each of `batch` running sequences per read of weights + KV cache
         batch = max(min(fit_seqs, asked), 1)

@@ -62,7 +62,7 @@ CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 def run_name(cfg: DictConfig) -> str:
     """`<model>-<data>-<methods>-seed<data.seed>`: this project's model and data choices (else the
     model path's last part and the train file's folder and name), the methods in the order listed."""
-    from recipes.registry import active_names
+    from recipes.methods.registry import active_names
 
     def ours(group: str, key: str) -> str | None:
         choice = OmegaConf.select(cfg, key)

@@ -13,7 +13,7 @@ RSS over all its processes on 2 cores); `platform=gpu` expects NVIDIA GPUs with 
 
 Before Ray starts it checks the config (`validate`, then verl's own `validate_config`), builds a
 local model if one is named and missing, generates or checks the data, and for `platform=cpu`
-exports the environment of recipes/cpu_platform.py. A bad config fails here with one sentence
+exports the environment of recipes/platforms/cpu.py. A bad config fails here with one sentence
 that names the key, not in a Ray worker minutes later.
 
 Writes under `recipes.output_dir` (default `outputs/<project>/<experiment>/`):
@@ -34,33 +34,34 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from recipes import checks, console, determinism, run_folder
+from recipes import checks, console, run_folder
 from recipes.console import held, quiet
+from recipes.platforms import determinism
 from recipes.settings import ConfigError, select
 
-LOCAL_MODELS = ("tiny", "smollm2_135m")  # built by recipes.models, no hub access
+LOCAL_MODELS = ("tiny", "smollm2_135m")  # built by recipes.tools.models, no hub access
 
 
 # ------------------------------------------------------------------------------- preparation
 def prepare(cfg: DictConfig) -> None:
     """Everything that must happen in the driver before Ray starts (mutates os.environ)."""
     if select(cfg, "recipes.platform") == "cpu":
-        from recipes.cpu_platform import CPU_ENV
+        from recipes.platforms.cpu import CPU_ENV
 
         os.environ.update(CPU_ENV)
-    from recipes import on_policy
+    from recipes.extensions import on_policy
 
     os.environ.update(on_policy.environment(cfg))
     determinism.prepare(cfg)
     cache = Path(select(cfg, "recipes.cache_dir"))
     model = select(cfg, "recipes.model")
     if model in LOCAL_MODELS:
-        from recipes.models import ensure_model
+        from recipes.tools.models import ensure_model
 
         ensure_model(model, cache_dir=cache)
     data = select(cfg, "recipes.data")
     if data == "toy_arithmetic":
-        from recipes.data import ensure_data
+        from recipes.tools.data import ensure_data
 
         # check_data validates every data file next, so do not validate here as well
         ensure_data(data, out_dir=Path(select(cfg, "data.train_files")).parent, validate=False)
@@ -138,7 +139,8 @@ def run(cfg: DictConfig) -> Path:
     import ray
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
 
-    from recipes import on_policy, registry
+    from recipes.extensions import on_policy
+    from recipes.methods import registry
 
     methods = ",".join(registry.active_names(cfg))
     print(
@@ -167,10 +169,10 @@ def run(cfg: DictConfig) -> Path:
             "old log-probs from the update's own forward (on-policy)" if on_policy.active(cfg) else ""
         )
         if select(cfg, "recipes.platform") == "cpu":
-            from recipes.cpu_vllm import run_session, vllm_cpu_version
+            from recipes.platforms.cpu_vllm import run_session, vllm_cpu_version
 
             session = run_session()
-            from recipes.cpu_platform import check_precision
+            from recipes.platforms.cpu import check_precision
 
             dtype = select(cfg, "actor_rollout_ref.rollout.dtype")
             training = ", ".join(filter(None, [check_precision(cfg), on_policy_note]))
@@ -206,7 +208,7 @@ def preflight(cfg: DictConfig) -> list[str]:
     checks.verl_seam()
     notes = []
     if select(cfg, "recipes.platform") == "gpu":
-        from recipes import gpu_platform
+        from recipes.platforms import gpu as gpu_platform
 
         notes.append(gpu_platform.resolve_attention(cfg))
         driver = gpu_platform.driver_version()
@@ -431,7 +433,7 @@ examples:
 
 groups:
   experiment  {names("experiment")}
-  method      a list: one baseline, then any methods ({names("method")}; python -m recipes.registry)
+  method      a list: one baseline, then any methods ({names("method")}; python -m recipes.methods.registry)
   model       {names("model")}
   data        {names("data")}
   platform    {names("platform")}
@@ -439,7 +441,7 @@ groups:
 common keys:
   trainer.total_training_steps=N  trainer.save_freq=N  trainer.test_freq=N  trainer.logger=[console,file,wandb]
   data.train_batch_size=N  actor_rollout_ref.rollout.n=N  actor_rollout_ref.actor.optim.lr=X
-  recipes.output_dir=DIR  recipes.<method>.<setting>=V  (every method setting: python -m recipes.registry)
+  recipes.output_dir=DIR  recipes.<method>.<setting>=V  (every method setting: python -m recipes.methods.registry)
 
   -v, --verbose   print everything verl, Ray and vLLM print (default: the run's log file)
   --check         run the checks a launch makes before Ray starts, and stop (exit 2 on an error)

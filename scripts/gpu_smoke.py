@@ -14,7 +14,7 @@ picked up without editing anything here. Each is scaled down by the same overrid
 a validation on 8 questions at step 2, a checkpoint at step 2, vLLM at half the GPU memory. The
 model is a local folder MODELS_DIR/<name>, the preset's model where it fits one GPU and otherwise a
 smaller one of the same family (STAND_INS); the data are DATA_DIR/<dataset>/{train,test}.parquet,
-the layout `python -m recipes.data prepare NAME --out DATA_DIR/NAME` writes.
+the layout `python -m recipes.tools.data prepare NAME --out DATA_DIR/NAME` writes.
 
 Result of a preset (`result`): pass when training exited 0 and logged both steps, the conversion of
 the last checkpoint exited 0 and the evaluation exited 0. From the run's metrics file (verl's
@@ -66,7 +66,7 @@ STAND_INS: dict[str, tuple[str, str]] = {
     "llama3_2_1b": ("Llama-3.2-1B-Instruct", "meta-llama/Llama-3.2-1B-Instruct"),
     "llama3_2_3b": ("Llama-3.2-1B-Instruct", "meta-llama/Llama-3.2-1B-Instruct"),
 }
-# Models recipes.models builds locally (no folder needed): the preset's own path is kept.
+# Models recipes.tools.models builds locally (no folder needed): the preset's own path is kept.
 LOCAL_MODELS = ("tiny", "smollm2_135m")
 # Overrides that make a method's own machinery run within 2 steps.
 METHOD_EXTRA: dict[str, list[str]] = {
@@ -159,11 +159,11 @@ def _data_hint(name: str, data_dir: Path) -> str:
     if name.endswith("_rephrased"):
         base = name.removesuffix("_rephrased")
         return (
-            f"python -m recipes.data prepare {base} --out {data_dir / base}, then python -m recipes.rephrase "
+            f"python -m recipes.tools.data prepare {base} --out {data_dir / base}, then python -m recipes.tools.rephrase "
             f"--input {data_dir / base / 'train.parquet'} --output {data_dir / name / 'train.parquet'} ... "
             "(docs/rephrase.md)"
         )
-    return f"python -m recipes.data prepare {name} --out {data_dir / name}"
+    return f"python -m recipes.tools.data prepare {name} --out {data_dir / name}"
 
 
 @dataclass
@@ -256,7 +256,7 @@ def downloads(models_dir: Path, data_dir: Path) -> list[str]:
         if name.endswith("_rephrased"):
             lines.append(f"# {name}: {_data_hint(name, data_dir)}")
         else:
-            lines.append(f"python -m recipes.data prepare {name} --out {data_dir / name}")
+            lines.append(f"python -m recipes.tools.data prepare {name} --out {data_dir / name}")
     return lines
 
 

@@ -21,7 +21,7 @@
 #   MODELS_DIR  one folder per model, named after its hub repository (Qwen2.5-Math-1.5B, Qwen3-1.7B,
 #               DeepSeek-R1-Distill-Qwen-1.5B, ...): the preset's model where it fits one GPU, else a
 #               smaller one of its family (scripts/gpu_smoke.py, STAND_INS; docs/slurm.md)
-#   DATA_DIR    DATA_DIR/<dataset>/{train,test}.parquet, as `python -m recipes.data prepare NAME
+#   DATA_DIR    DATA_DIR/<dataset>/{train,test}.parquet, as `python -m recipes.tools.data prepare NAME
 #               --out DATA_DIR/NAME` writes them
 #   OUT_DIR     default outputs/gpu_smoke/<date-time>
 # `python scripts/gpu_smoke.py downloads MODELS_DIR DATA_DIR` prints the commands that fill both
@@ -97,7 +97,7 @@ else
     die "no GPU found (no nvidia-smi, CUDA_VISIBLE_DEVICES unset); set GPUS_PER_NODE=N to override"
 fi
 if ! is_dry_run; then # the driver against torch's CUDA (R580+ for CUDA 13), in one line
-    PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" -m recipes.gpu_platform driver || exit 2
+    PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" -m recipes.platforms.gpu driver || exit 2
 fi
 # one GPU's memory, for recipes.plan's estimate beside the measured peak
 GPU_GIB=""

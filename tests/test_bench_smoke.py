@@ -74,7 +74,7 @@ def test_vllm_cpu_bench_gives_every_contender_the_same_work(tmp_path):
     """Real vLLM engines and transformers on a random tiny model: each generates exactly
     prompts x n x tokens tokens, and the table has a row per contender with its speed relative
     to transformers (one vLLM engine of the four contenders: each costs ~40 s of start-up)."""
-    from recipes.models import build_tiny
+    from recipes.tools.models import build_tiny
 
     model = build_tiny(tmp_path / "tiny", warm_start_steps=0)
     out = subprocess.run(

@@ -266,7 +266,7 @@ def test_ta_grpo_composes_with_baselines_and_prompt_aug():
 
 
 def test_ta_grpo_rows_without_enough_rephrasings_fail_before_ray(tmp_path, monkeypatch):
-    from recipes.data import write_toy_arithmetic
+    from recipes.tools.data import write_toy_arithmetic
 
     monkeypatch.setenv("RECIPES_CACHE", str(tmp_path))
     overrides = ["experiment=demo_cpu", "method=[grpo,ta_grpo]", "actor_rollout_ref.rollout.n=10"]
@@ -303,14 +303,14 @@ def test_missing_data_file_names_the_key_and_the_prepare_command(tmp_path, monke
         check_data(cfg)
     text = str(err.value)
     assert text.startswith("data.train_files: no such file")
-    assert "python -m recipes.data prepare open_rs" in text
+    assert "python -m recipes.tools.data prepare open_rs" in text
 
 
 def test_bad_row_in_data_file_names_file_row_and_column(tmp_path, monkeypatch):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from recipes.data import write_toy_arithmetic
+    from recipes.tools.data import write_toy_arithmetic
 
     monkeypatch.setenv("RECIPES_CACHE", str(tmp_path))
     cfg = compose(["experiment=demo_cpu"])
@@ -744,7 +744,7 @@ def test_cpu_runs_are_deterministic_and_gpu_runs_are_not_by_default():
 def test_without_chunked_prefill_vllm_gets_a_batch_as_long_as_a_sequence(monkeypatch):
     """vLLM refuses max_num_batched_tokens < max_model_len without chunked prefill, and verl's own
     fix fails on its frozen config: recipes.train sets both before Ray starts."""
-    from recipes import determinism
+    from recipes.platforms import determinism
 
     for name in determinism.ENV:  # prepare() exports these only where unset: keep the test's env
         monkeypatch.setenv(name, "test")

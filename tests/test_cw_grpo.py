@@ -1,4 +1,4 @@
-"""CW-GRPO's loss (recipes/cw_grpo.py): a hand-computed example, a plain-Python reference on random
+"""CW-GRPO's loss (recipes/methods/cw_grpo.py): a hand-computed example, a plain-Python reference on random
 inputs for all 8 option sets, gradients with and without detached weights, invariance to padding
 and sample order, degenerate batches, metrics, and registration with verl."""
 
@@ -8,8 +8,8 @@ import random
 import pytest
 import torch
 
-from recipes import cw_grpo
-from recipes.cw_grpo import ALL_OPTIONS, CWOptions, cw_metrics, cw_weights, parse_name
+from recipes.methods import cw_grpo
+from recipes.methods.cw_grpo import ALL_OPTIONS, CWOptions, cw_metrics, cw_weights, parse_name
 
 
 class Cfg:

@@ -1,4 +1,4 @@
-"""recipes.data: the toy generator, the real-dataset mappers, the validator, ensure_data, the CLI,
+"""recipes.tools.data: the toy generator, the real-dataset mappers, the validator, ensure_data, the CLI,
 and verl's own RLHFDataset reading what we write."""
 
 import ast
@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from recipes import data
-from recipes.data import DataError
+from recipes.tools import data
+from recipes.tools.data import DataError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -300,7 +300,7 @@ def test_invalid_utf8_names_file_row_and_column_in_every_reader(tmp_path, column
         [
             sys.executable,
             "-m",
-            "recipes.rephrase",
+            "recipes.tools.rephrase",
             "--input",
             str(bad),
             "--output",
@@ -465,7 +465,7 @@ def test_ensure_data_generates_toy_once_and_regenerates_on_new_settings(tmp_path
 
 def test_ensure_data_real_dataset_missing_says_what_to_run(tmp_path, monkeypatch):
     monkeypatch.setenv("RECIPES_CACHE", str(tmp_path / "cache"))
-    with pytest.raises(FileNotFoundError, match=r"python -m recipes\.data prepare math_l3to5$"):
+    with pytest.raises(FileNotFoundError, match=r"python -m recipes\.tools\.data prepare math_l3to5$"):
         data.ensure_data("math_l3to5")
     out = tmp_path / "somewhere"
     with pytest.raises(FileNotFoundError, match=rf"prepare deepscaler --out {out}$"):
@@ -490,7 +490,7 @@ def test_ensure_data_real_dataset_missing_says_what_to_run(tmp_path, monkeypatch
 
 def _cli(*args, env=None):
     return subprocess.run(
-        [sys.executable, "-m", "recipes.data", *args],
+        [sys.executable, "-m", "recipes.tools.data", *args],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -101,15 +101,16 @@ def _module_exists(module: str) -> bool:
 
 def test_every_path_the_docs_name_exists():
     """Backticked paths into the project's own folders (no placeholders). `eval/` is also a run's
-    results folder and the prefix of eval.iterate's metrics: only its modules count."""
-    roots = ("recipes/", "rewards/", "prompt_aug/", "configs/", "scripts/", "tests/", "docs/")
+    results folder and the prefix of eval.iterate's metrics, `grader/` the prefix of the trainer's
+    grading metrics: only their modules count."""
+    roots = ("recipes/", "prompt_templates/", "configs/", "scripts/", "tests/", "docs/")
     missing = []
     for doc in DOCS:
         prose = doc.read_text()
         for span in re.findall(r"`([^`\n]+)`", prose):
             for token in span.split():
                 token = token.rstrip(".,;:)").split("::")[0].split(":")[0]
-                ours = token.startswith(roots) or (token.startswith("eval/") and token.endswith(".py"))
+                ours = token.startswith(roots) or (token.startswith(("eval/", "grader/")) and token.endswith(".py"))
                 if ours and not PLACEHOLDER.search(token) and not (REPO / token).exists():
                     missing.append(f"{rel(doc)}: {token}")
     assert not missing, "\n".join(missing)
@@ -234,7 +235,7 @@ def flag_uses() -> dict[str, set[tuple[str, str]]]:
                 word == "-m"
                 and i + 1 < len(w)
                 and w[i + 1] != "recipes.train"
-                and w[i + 1].split(".")[0] in ("recipes", "eval", "prompt_aug", "rewards")
+                and w[i + 1].split(".")[0] in ("recipes", "eval", "prompt_templates", "grader")
             ):
                 target, rest = w[i + 1], w[i + 2 :]
             elif word.startswith("scripts/") and word.endswith(".py"):

@@ -19,7 +19,7 @@ from transformers import AutoModelForCausalLM
 
 from eval import convert as cv
 from recipes import checkpoints as ck
-from recipes import models
+from recipes.tools import models
 from recipes.train import ConfigError, compose
 
 REPO = Path(__file__).resolve().parents[1]

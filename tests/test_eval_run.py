@@ -22,7 +22,7 @@ from transformers import AutoTokenizer
 from eval import run as eval_run
 from eval.backends import Decoding, make_backend
 from eval.results import ResultsError
-from recipes import models
+from recipes.tools import models
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "eval"
@@ -365,7 +365,7 @@ def test_default_backend_is_vllm_wherever_vllm_can_run(monkeypatch):
 
     import torch
 
-    from recipes import cpu_vllm
+    from recipes.platforms import cpu_vllm
 
     find_spec = importlib.util.find_spec
     for has_vllm, cpu_build, gpu, want in [

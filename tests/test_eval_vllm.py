@@ -19,8 +19,8 @@ import pytest
 
 from eval import run as eval_run
 from eval.backends import Decoding
-from recipes import models
-from recipes.cpu_vllm import shm_files
+from recipes.platforms.cpu_vllm import shm_files
+from recipes.tools import models
 
 pytestmark = [
     pytest.mark.slow,

@@ -1,8 +1,8 @@
-"""Answer extraction and ground-truth normalization (rewards.extract): each rule on its own."""
+"""Answer extraction and ground-truth normalization (grader.extract): each rule on its own."""
 
 import pytest
 
-from rewards.extract import (
+from grader.extract import (
     MAX_BOXED_CHARS,
     clean_answer,
     cut_at_stop,

@@ -1,4 +1,4 @@
-"""recipes/gpu_platform.py: the GPU launch's attention decision (flash-attn or the sdpa fallback) and
+"""recipes/platforms/gpu.py: the GPU launch's attention decision (flash-attn or the sdpa fallback) and
 its NVIDIA driver check. The attention tests compose the real presets and run verl's own checks on
 the result; the driver tests put a fake `nvidia-smi` on PATH and, where torch must look like a
 CUDA build, set torch.version.cuda: both are the GPU seam, which this machine does not have."""
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from recipes import gpu_platform as gp
 from recipes.checks import check_config
+from recipes.platforms import gpu as gp
 from recipes.settings import ConfigError
 from recipes.train import compose
 
@@ -127,11 +127,11 @@ def test_driver_version_reads_a_fake_nvidia_smi(tmp_path, monkeypatch):
 
 
 def test_driver_command_with_a_fake_nvidia_smi_and_a_fake_cuda_13_torch(tmp_path):
-    """`python -m recipes.gpu_platform driver` as train.sbatch runs it on each node; torch here is
+    """`python -m recipes.platforms.gpu driver` as train.sbatch runs it on each node; torch here is
     a CPU build, so the child sets torch.version.cuda to what PyPI's GPU wheel reports."""
     code = (
         "import sys, torch; torch.version.cuda = '13.0'; "
-        "from recipes.gpu_platform import main; sys.exit(main(['driver']))"
+        "from recipes.platforms.gpu import main; sys.exit(main(['driver']))"
     )
     for driver, rc in (("570.172.08", 2), ("580.82.07", 0)):
         env = _fake_nvidia_smi(tmp_path, f'echo "{driver}"')

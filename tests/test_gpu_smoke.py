@@ -392,7 +392,7 @@ with open(os.environ["FAKE_LOG"], "a") as f:
     f.write(json.dumps(args) + "\\n")
 def value(flag):
     return args[args.index(flag) + 1]
-if args[:2] == ["-m", "recipes.gpu_platform"]:
+if args[:2] == ["-m", "recipes.platforms.gpu"]:
     print("driver: NVIDIA 580.65.06 (R580+ needed for CUDA 13.0): ok")
 elif args[:2] == ["-m", "recipes.train"]:
     opts = dict(a.split("=", 1) for a in args[2:] if "=" in a)
@@ -415,7 +415,7 @@ else:
 
 
 def test_the_real_path_runs_each_preset_judges_it_and_prints_the_table(tmp_path):
-    from recipes.data import write_toy_arithmetic
+    from recipes.tools.data import write_toy_arithmetic
 
     fake = tmp_path / "python"
     fake.write_text(FAKE_PYTHON.format(python=sys.executable))
@@ -454,7 +454,7 @@ def test_the_real_path_runs_each_preset_judges_it_and_prints_the_table(tmp_path)
     modules = [c[1] for c in calls if c[0] == "-m"]
     # the failed training is neither converted nor evaluated; the skipped preset runs nothing
     # the driver check first, once
-    assert modules == ["recipes.gpu_platform", "recipes.train", "eval.convert", "eval.run", "recipes.train"]
+    assert modules == ["recipes.platforms.gpu", "recipes.train", "eval.convert", "eval.run", "recipes.train"]
     assert proc.stdout.startswith("driver: NVIDIA 580.65.06 (R580+ needed for CUDA 13.0): ok\n")
     questions = (out / "cw_grpo_open_rs" / "questions" / "smoke.jsonl").read_text().splitlines()
     assert len(questions) == gs.EVAL_QUESTIONS and set(json.loads(questions[0])) == {"problem", "answer"}

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from rewards import compute_score
-from rewards.extract import MAX_ANSWERS, MAX_NESTING, nesting_depth, normalize_ground_truth
-from rewards.grader import ENV_TIMEOUT, Grader, default_timeout_s
+from grader import compute_score
+from grader.extract import MAX_ANSWERS, MAX_NESTING, nesting_depth, normalize_ground_truth
+from grader.grade import ENV_TIMEOUT, Grader, default_timeout_s
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The `grader` fixture (conftest) and the compute_score calls below use this time limit.
@@ -70,7 +70,7 @@ def test_hostile_response_is_bounded(grader, name):
 def test_extraction_is_linear_on_a_megabyte(name):
     """Extraction runs in the trainer's reward loop, outside any killable task: it must stay
     linear whatever the model wrote (the old nested brace scan took a minute on these)."""
-    from rewards.extract import extract_answer
+    from grader.extract import extract_answer
 
     t0 = time.process_time()  # this process's CPU time: a busy machine does not inflate it
     extract_answer(HOSTILE[name])
@@ -297,7 +297,7 @@ def test_compute_score_from_a_ray_worker():
 
         @ray.remote
         def grade(response, gold):
-            from rewards import compute_score
+            from grader import compute_score
 
             return compute_score("math", response, gold, timeout_s=TEST_TIMEOUT_S, num_workers=1)
 
@@ -312,7 +312,7 @@ def test_compute_score_from_a_ray_worker():
 
 GRADE_AND_HANG = """
 import os, sys, time
-from rewards.grader import Grader
+from grader.grade import Grader
 if __name__ == "__main__":
     g = Grader(num_workers=2, timeout_s=120)
     futures = [g.submit("\\\\boxed{9^{9^{9^{9}}}}", str(k)) for k in range(2)]  # both workers busy

@@ -1,4 +1,4 @@
-"""Local model builders (recipes/models.py): the tiny Qwen2 (random init + warm start) and the SmolLM2
+"""Local model builders (recipes/tools/models.py): the tiny Qwen2 (random init + warm start) and the SmolLM2
 GGUF conversion.
 
 Only two builds run the full warm start (the module's `tiny_dir` and the fresh-process CLI build,
@@ -17,8 +17,8 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from recipes import models
-from recipes.data import TOY_N_TEST, TOY_N_TRAIN, TOY_SEED, make_prompt, toy_arithmetic_pairs
+from recipes.tools import models
+from recipes.tools.data import TOY_N_TEST, TOY_N_TRAIN, TOY_SEED, make_prompt, toy_arithmetic_pairs
 
 QUICK = 20  # warm-start steps of the plumbing tests' builds (the real build: WARM_START["steps"])
 REPO = Path(__file__).resolve().parents[1]
@@ -156,11 +156,11 @@ def test_tiny_gets_some_but_not_all_toy_questions_right(tiny_dir, tiny_tok):
 
 @pytest.fixture(scope="module", autouse=True)
 def cli_run(tmp_path_factory):
-    """`python -m recipes.models tiny` in a fresh interpreter, started before this module's first
+    """`python -m recipes.tools.models tiny` in a fresh interpreter, started before this module's first
     test so that its ~6 s of importing torch overlaps them; `test_cli_*` waits for it."""
     cache = tmp_path_factory.mktemp("cli_cache")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "recipes.models", "tiny"],
+        [sys.executable, "-m", "recipes.tools.models", "tiny"],
         cwd=REPO, env={**os.environ, "RECIPES_CACHE": str(cache)},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

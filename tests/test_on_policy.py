@@ -1,4 +1,4 @@
-"""recipes/on_policy.py: which updates are on-policy, and the PPO loss that takes the update's own
+"""recipes/extensions/on_policy.py: which updates are on-policy, and the PPO loss that takes the update's own
 log-probs as the old ones (ratio exactly 1) in place of verl's separate old-log-prob pass. The
 end-to-end runs (tests/test_train_e2e.py) train with it; here its numbers are checked against a
 hand-computed value and against verl's own loss given the right old log-probs."""
@@ -7,7 +7,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from recipes import on_policy
+from recipes.extensions import on_policy
 from recipes.train import compose
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from recipes import models
 from recipes import plan as pl
+from recipes.tools import models
 from recipes.train import compose
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,7 +42,7 @@ def test_parameter_count_by_hand_and_against_a_real_model(tmp_path):
     # each, o 1536x1536, q/k/v biases 1,536 + 2 x 256, MLP 3 x 1536 x 8960, two norms; a final norm
     layer = 1536 * 1536 + 2 * 1536 * 256 + 1536 * 1536 + 1536 + 512 + 3 * 1536 * 8960 + 2 * 1536
     assert pl.KNOWN["Qwen/Qwen2.5-Math-1.5B"].params() == 151936 * 1536 + 28 * layer + 1536 == 1_543_714_304
-    # the tiny model as recipes.models builds it: its config.json, and torch's own count
+    # the tiny model as recipes.tools.models builds it: its config.json, and torch's own count
     folder = models.build_tiny(tmp_path / "tiny", seed=0, warm_start_steps=0)
     from transformers import AutoModelForCausalLM
 
@@ -103,7 +103,11 @@ def test_offloading_and_retention_change_what_they_should():
 
 def _plan(*args):
     return subprocess.run(
-        [sys.executable, "-m", "recipes.plan", *args], cwd=REPO, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "recipes.plan", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 

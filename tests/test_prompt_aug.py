@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from prompt_aug import templates as T
-from prompt_aug.sampling import TemplateSampler, make_sampler
-from prompt_aug.templates import TemplateError
+from prompt_templates import templates as T
+from prompt_templates.sampling import TemplateSampler, make_sampler
+from prompt_templates.templates import TemplateError
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = json.loads((Path(__file__).parent / "fixtures" / "prompt_aug_reference.json").read_text())[
@@ -25,7 +25,7 @@ QUESTION = "Let $x^2 = 16$ and $x < 0$. What is $x$?\n(Answer in \\boxed{}.)"
 
 @pytest.fixture(scope="module")
 def chatml_tokenizer():
-    from recipes.models import tiny_tokenizer
+    from recipes.tools.models import tiny_tokenizer
 
     return tiny_tokenizer()  # the tiny model's ChatML tokenizer, built in a second
 
@@ -174,7 +174,7 @@ def test_template_without_checks_always_earns_one(name):
 
 
 def test_training_reward_adds_weighted_format_score_to_accuracy(grader):
-    from recipes.reward import training_reward
+    from recipes.methods.reward import training_reward
 
     def reward(response: str, weight: float = 1.0) -> dict:
         grade = grader.grade(response, "-4")
@@ -239,7 +239,7 @@ def test_epochs_and_seeds_change_the_draw():
 def test_choice_is_reproducible_in_a_fresh_interpreter():
     """A restarted run is a new process: it must draw exactly what this one draws."""
     code = (
-        "from prompt_aug.sampling import make_sampler\n"
+        "from prompt_templates.sampling import make_sampler\n"
         "s = make_sampler(sampling='per_rollout', seed=11, weights={'abel': 4})\n"
         "print(','.join(s.choose(e, r, k) for e in range(3) for r in range(20) for k in range(4)))\n"
     )
@@ -292,9 +292,9 @@ def test_bad_settings_fail_clearly(settings, match):
 
 # ------------------------------------------------------------------- agent loop and trainer
 def test_agent_loop_choice_for_training_and_validation_rows():
-    from recipes.agent_loop import question_of
-    from recipes.method import Prompt
-    from recipes.prompt_augmentation import PromptAugPrompts, PromptAugSettings, choose_template
+    from recipes.extensions.agent_loop import question_of
+    from recipes.methods.base import Prompt
+    from recipes.methods.prompt_aug import PromptAugPrompts, PromptAugSettings, choose_template
 
     s = TemplateSampler(("abel", "formal"), (0.5, 0.5), per_rollout=True, seed=5, val_template="qwen-math")
     row = {"index": 17, "session_id": 3, "recipes_epoch": 2, "extra_info": {"question": "Q?"}}
@@ -314,7 +314,7 @@ def test_agent_loop_choice_for_training_and_validation_rows():
 
 
 def test_template_metrics_by_hand():
-    from recipes.prompt_augmentation import template_metrics
+    from recipes.methods.prompt_aug import template_metrics
 
     templates = ["abel", "open-r1", "abel", None, "open-r1", "abel"]
     infos = [
@@ -341,7 +341,7 @@ def test_template_metrics_by_hand():
 # ---------------------------------------------------------------------------------- CLI
 def _cli(*args):
     return subprocess.run(
-        [sys.executable, "-m", "prompt_aug.templates", *args], cwd=REPO, capture_output=True, text=True
+        [sys.executable, "-m", "prompt_templates.templates", *args], cwd=REPO, capture_output=True, text=True
     )
 
 

@@ -1,4 +1,4 @@
-"""ProRL (recipes/prorl.py): the reset triggers step by step, the worker's reset on verl's real
+"""ProRL (recipes/methods/prorl.py): the reset triggers step by step, the worker's reset on verl's real
 FSDP2 engines in a fresh interpreter, and the trainer's refusal to resume without a snapshot.
 The end-to-end run through verl's trainer (KL back to 0 after each reset, resume with the same
 reference) is in tests/test_train_e2e.py."""
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from recipes.prorl import ControllerState, ProRLError, ProRLHooks, ProRLSettings, ResetController
+from recipes.methods.prorl import ControllerState, ProRLError, ProRLHooks, ProRLSettings, ResetController
 from recipes.settings import ConfigError, load
 
 REPO = Path(__file__).resolve().parent.parent

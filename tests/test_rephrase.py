@@ -1,4 +1,4 @@
-"""recipes.rephrase: the validator and parser, and whole runs against a real OpenAI-compatible
+"""recipes.tools.rephrase: the validator and parser, and whole runs against a real OpenAI-compatible
 HTTP server on loopback (stdlib ThreadingHTTPServer) with scripted answers per question: good,
 bad (one per rejection reason), garbage, slow, 5xx/429 then success, 401. The openai SDK is not mocked."""
 
@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from recipes import rephrase as rp
-from recipes.data import make_rows, read_meta, write_rows
+from recipes.tools import rephrase as rp
+from recipes.tools.data import make_rows, read_meta, write_rows
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "sk-test-DO-NOT-LEAK-9f3a1c77e2"
@@ -547,7 +547,7 @@ def test_401_stops_at_once_and_never_shows_the_key(server, infile, tmp_path):
     for q in QUESTIONS:
         server.script[q] = [("status", 401, {}, f"Incorrect API key provided: {SECRET}")] * 5
     out = tmp_path / "out.parquet"
-    cmd = [sys.executable, "-m", "recipes.rephrase", "--input", str(infile), "--output", str(out)]
+    cmd = [sys.executable, "-m", "recipes.tools.rephrase", "--input", str(infile), "--output", str(out)]
     cmd += [
         "--rephrasings",
         "3",
@@ -669,7 +669,7 @@ def test_ctrl_c_keeps_finished_questions(server, infile, tmp_path):
         server.script[q] = [("sleep", 5.0)]
     out = tmp_path / "out.parquet"
     cache = Path(str(out) + ".cache.jsonl")
-    cmd = [sys.executable, "-m", "recipes.rephrase", "--input", str(infile), "--output", str(out)]
+    cmd = [sys.executable, "-m", "recipes.tools.rephrase", "--input", str(infile), "--output", str(out)]
     cmd += [
         "--rephrasings",
         "3",
@@ -858,7 +858,7 @@ def verify_once(server, candidate: str, answer: str, k: int) -> tuple[int, int]:
     """rp.verify against the server: (solutions graded right, HTTP requests)."""
     import asyncio
 
-    from rewards.grader import Grader
+    from grader.grade import Grader
 
     async def go():
         client = rp.Client(server.base_url, "test-model", None, 0.8, 5.0, 0, 1)

@@ -20,9 +20,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from recipes import rephrase as rp
-from recipes.cpu_vllm import vllm_env
-from recipes.data import make_rows, read_meta, write_rows
+from recipes.platforms.cpu_vllm import vllm_env
+from recipes.tools import rephrase as rp
+from recipes.tools.data import make_rows, read_meta, write_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.timeout(900)]
 
@@ -55,7 +55,7 @@ def endpoint(smollm2_model, tmp_path_factory):
     # float32: bf16 has no fast kernels on most CPUs (scripts/bench/cpu_precision.py)
     cmd += ["--dtype", "float32", "--enforce-eager", "--max-model-len", "2048", "--seed", "0"]
     cmd += ["--kv-cache-memory-bytes", str(512 * 2**20), "--max-num-batched-tokens", "2048"]
-    # the model in the engine core, no worker process of its own (recipes/cpu_vllm.py, 5)
+    # the model in the engine core, no worker process of its own (recipes/platforms/cpu_vllm.py, 5)
     cmd += ["--distributed-executor-backend", "uni"]
     log = root / "server.log"
     with log.open("w") as f:

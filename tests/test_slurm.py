@@ -332,7 +332,7 @@ if [[ $3 == --check ]]; then  # the preflight
     echo "preflight: ok platform=gpu offline=0 done=${FAKE_DONE:-0}"
     exit 0
 fi
-if [[ $2 == recipes.gpu_platform ]]; then  # the driver check, once per node
+if [[ $2 == recipes.platforms.gpu ]]; then  # the driver check, once per node
     echo "driver $*" >>"$FAKE_DIR/log"
     [[ -z ${FAKE_OLD_DRIVER:-} ]] || { echo "config error: NVIDIA driver 570.1 is too old" >&2; exit 2; }
     exit 0
@@ -426,9 +426,9 @@ def test_real_path_checks_every_nodes_driver_before_ray_starts(fake):
     proc = _sbatch(env, "experiment=foo")
     assert proc.returncode == 0, proc.stderr
     log = _log(tmp_path)
-    srun = [line for line in log if "recipes.gpu_platform" in line and line.startswith("srun")]
+    srun = [line for line in log if "recipes.platforms.gpu" in line and line.startswith("srun")]
     assert len(srun) == 1 and "--nodes=2 --ntasks=2 --ntasks-per-node=1" in srun[0]
-    assert srun[0].endswith("python -m recipes.gpu_platform driver")
+    assert srun[0].endswith("python -m recipes.platforms.gpu driver")
     assert log.index(srun[0]) < min(i for i, line in enumerate(log) if line.startswith("ray start"))
     # an old driver on a node: exit 2 with its line, nothing started
     (tmp_path / "log").unlink()

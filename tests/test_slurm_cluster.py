@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes.cpu_vllm import carries, shm_files
+from recipes.platforms.cpu_vllm import carries, shm_files
 
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER = REPO / "scripts" / "slurm" / "local_cluster.sh"

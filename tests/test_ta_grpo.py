@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from recipes import ta_grpo
+from recipes.methods import ta_grpo
+from recipes.methods.ta_grpo import TAGRPOError, TASettings
 from recipes.settings import ConfigError, load
-from recipes.ta_grpo import TAGRPOError, TASettings
 
 
 # ---------------------------------------------------------------------------- settings
@@ -42,7 +42,7 @@ def test_variant_question_and_swap():
     assert ta_grpo.variant_question(row, 2, "What is 2+2?") == "2+2 equals?"
     with pytest.raises(TAGRPOError, match="row 3 of data source 'math' has 2 rephrasings"):
         ta_grpo.variant_question(row, 3, "What is 2+2?")
-    from recipes.agent_loop import PromptError, swap_question
+    from recipes.extensions.agent_loop import PromptError, swap_question
 
     messages = [
         {"role": "system", "content": "Be brief."},
@@ -59,7 +59,7 @@ def test_variant_question_and_swap():
 def test_the_prompt_hook_shows_each_sessions_variant_and_anchors_it(anchor):
     """Session k of rollout.n = (N+1) x G answers variant k // G; anchored, a variant's response is
     trained under q0 and the rollout's log-probs (under q_v) are dropped; validation shows q0."""
-    from recipes.method import Prompt
+    from recipes.methods.base import Prompt
 
     hook = ta_grpo.TAPrompts(TASettings(n_rephrasings=2, anchor=anchor))
     row = {"index": 3, "data_source": "math", "rephrasings": ["Compute 2+2.", "2+2 equals?"]}
@@ -148,7 +148,7 @@ def test_diagnostics_by_hand():
 def test_the_grouping_hook_pools_or_splits_by_variant():
     """The trainer's grouping step: pooled (eq. 3) keeps the row's group; TA-GRPO* splits it by
     variant (padding samples included: they have no variant, so they count as variant 0)."""
-    from recipes.method import Samples
+    from recipes.methods.base import Samples
 
     samples = Samples(
         keep=[0, 1, 2],

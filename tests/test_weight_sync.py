@@ -1,4 +1,4 @@
-"""Each run's weight-sync sockets are its own, in its Ray session folder (recipes/weight_sync.py).
+"""Each run's weight-sync sockets are its own, in its Ray session folder (recipes/platforms/weight_sync.py).
 
 verl's real classes at both ends of the sync, under two Ray clusters started one after the other on
 this machine, as two `recipes.train` runs start theirs: the trainer's end (`ServerAdapter`), the
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes.weight_sync import rename
+from recipes.platforms.weight_sync import rename
 
 TWO_RUNS = """
 import os, sys, types

@@ -7,7 +7,7 @@ import socket
 
 
 def single_cpu_rank(cache: str) -> None:
-    """Rank 0 of 1 over gloo on a free port, the CPU platform of recipes/cpu_platform.py
+    """Rank 0 of 1 over gloo on a free port, the CPU platform of recipes/platforms/cpu.py
     (CPU_ENV; each probe asserts it still matches) and RECIPES_CACHE=cache."""
     os.environ.update(
         VERL_PLATFORM="cpu",

@@ -1,5 +1,5 @@
 """Why platform=cpu trains in float32: this CPU's matmul speed in float32 and in bfloat16, and the
-dtype the platform chose for verl's FSDP engines (recipes/cpu_platform.py, blocker 13).
+dtype the platform chose for verl's FSDP engines (recipes/platforms/cpu.py, blocker 13).
 
     .venv/bin/python scripts/bench/cpu_precision.py [--size 1024] [--repeats 3]
 
@@ -35,7 +35,7 @@ def main() -> None:
 
     import torch
 
-    from recipes.cpu_platform import check_precision, describe_cpu
+    from recipes.platforms.cpu import check_precision, describe_cpu
     from recipes.train import compose
 
     print(f"CPU: {describe_cpu()} (torch {torch.__version__})")

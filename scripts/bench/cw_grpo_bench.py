@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from verl.trainer.ppo.core_algos import get_policy_loss_fn  # noqa: E402
 
-import recipes.cw_grpo  # noqa: E402,F401  (registers the cw_grpo losses)
+import recipes.methods.cw_grpo  # noqa: E402,F401  (registers the cw_grpo losses)
 
 
 class PolicyLoss:

@@ -85,7 +85,7 @@ def main(overrides: list[str]) -> None:
             return statistics.median(values) if values else float("nan")
 
         step, gen, update = later("timing_s/step"), later("timing_s/gen"), later("timing_s/update_actor")
-        from recipes.cpu_platform import describe_cpu
+        from recipes.platforms.cpu import describe_cpu
 
         print(f"CPU: {describe_cpu()}")
         print(

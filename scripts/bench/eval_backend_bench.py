@@ -2,7 +2,7 @@
 CPU build with the evaluation's CPU defaults), on the same prompts, in one run, one table.
 
 What it does
-  Renders N toy arithmetic test questions (recipes.data.toy_arithmetic_pairs) under the qwen-math
+  Renders N toy arithmetic test questions (recipes.tools.data.toy_arithmetic_pairs) under the qwen-math
   template with the model's chat template and tokenizes them once. Then, one backend after the
   other (each closed before the next starts), exactly as eval.run builds them (eval.backends):
     hf    loads the model (float32), warms up on 2 prompts, then generates greedy answers for all N
@@ -52,8 +52,8 @@ def main() -> None:
 
     from eval.backends import Decoding, make_backend
     from eval.run import render_prompt
-    from recipes.data import toy_arithmetic_pairs
-    from recipes.models import ensure_model
+    from recipes.tools.data import toy_arithmetic_pairs
+    from recipes.tools.models import ensure_model
 
     model = args.model or str(ensure_model("tiny"))
     _, test = toy_arithmetic_pairs(n_train=1, n_test=args.questions, seed=0)

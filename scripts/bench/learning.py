@@ -5,7 +5,7 @@ on the CPU, and measure held-out greedy accuracy before training and at every ch
     .venv/bin/python scripts/bench/learning.py --methods grpo,prompt_aug,ta_grpo,cw_grpo,prorl --out DIR
     .venv/bin/python scripts/bench/learning.py --methods grpo --steps 2 --eval-every 1 --model tiny --out DIR
 
-The task: the toy arithmetic questions (`python -m recipes.data toy_arithmetic`: 2,000 train and
+The task: the toy arithmetic questions (`python -m recipes.tools.data toy_arithmetic`: 2,000 train and
 200 held-out test questions, seed 0; no question is in both). The preset is
 configs/experiment/learning_cpu.yaml (SmolLM2-135M-Instruct); each method is added to GRPO as in
 `method=[grpo,<method>]`, with the settings of METHOD_OVERRIDES below.
@@ -47,7 +47,7 @@ METHOD_OVERRIDES = {
     # a template per rollout (the paper's per-prompt draw gives whole groups one template); the
     # longest template takes ~300 of SmolLM2's tokens
     "prompt_aug": ["recipes.prompt_aug.sampling=per_rollout", "data.max_prompt_length=384"],
-    # the toy set's three fixed rephrasings (recipes.data.TOY_REPHRASINGS) per question
+    # the toy set's three fixed rephrasings (recipes.tools.data.TOY_REPHRASINGS) per question
     "ta_grpo": [],
     "cw_grpo": [],
     # the report resets every few hundred steps of thousands; scaled to this run's length
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     table = summary_table(summary, curves)
     (out / "summary.md").write_text(table)
     plot(curves, out / "learning.png", heldout_n)
-    from recipes.cpu_platform import describe_cpu
+    from recipes.platforms.cpu import describe_cpu
 
     print(f"CPU: {describe_cpu()}")
     print(table, end="")

@@ -41,7 +41,7 @@ HF_BATCH = 64
 def prompts(model_path: Path, n_prompts: int) -> list[list[int]]:
     from transformers import AutoTokenizer
 
-    from recipes.data import make_prompt, toy_arithmetic_pairs
+    from recipes.tools.data import make_prompt, toy_arithmetic_pairs
 
     tok = AutoTokenizer.from_pretrained(model_path)
     train, _ = toy_arithmetic_pairs(n_prompts, 1, seed=0)
@@ -126,7 +126,7 @@ def measure(args: argparse.Namespace, name: str, tmp: Path) -> dict:
     cmd += ["--prompts", str(args.prompts), "--n", str(args.n), "--tokens", str(args.tokens)]
     env = {**os.environ, "VLLM_CACHE_ROOT": str(tmp / "vllm"), "VLLM_RPC_BASE_PATH": str(tmp)}
     env["VLLM_NO_USAGE_STATS"] = "1"
-    env["TORCHDYNAMO_DISABLE"] = "1"  # as platform=cpu and eval run vLLM (recipes/cpu_vllm.py)
+    env["TORCHDYNAMO_DISABLE"] = "1"  # as platform=cpu and eval run vLLM (recipes/platforms/cpu_vllm.py)
     if name.endswith("-allcores"):
         env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
     log = (tmp / f"{name}.log").open("w+")
@@ -169,7 +169,7 @@ def main() -> None:
     if args.child:
         child(args)
         return
-    from recipes.models import ensure_model
+    from recipes.tools.models import ensure_model
 
     args.model_path = args.model_path or ensure_model(args.model)
     print(

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from recipes.cpu_vllm import SHM_DIR, carries, held_open, remove_orphans  # noqa: E402
+from recipes.platforms.cpu_vllm import SHM_DIR, carries, held_open, remove_orphans  # noqa: E402
 
 
 def _made_since(path: Path, since: float) -> bool:

