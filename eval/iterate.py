@@ -47,6 +47,7 @@ import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from eval import benchmarks as bm
@@ -253,7 +254,32 @@ def log_to_wandb(folder: Path, project: str, step: int, summary: dict) -> bool:
     return True
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+class IterateError(Exception):
+    """Why the iteration stops with status 2, said in one sentence (printed as `error: ...`)."""
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Where one invocation reads checkpoints and writes models, results and logged accuracies."""
+
+    root: Path  # CHECKPOINT_ROOT, resolved (holds global_step_N/)
+    hf_root: Path  # converted models, HF_ROOT/global_step_N
+    results_root: Path  # RESULTS_ROOT/global_step_N per step, steps.md, steps.json and the plot
+    tensorboard: Path | None  # TensorBoard folder for each newly evaluated step (None: off)
+    wandb_dir: Path | None  # folder whose newest wandb run gets each newly evaluated step (None: off)
+    wandb_project: str  # that wandb run's project
+
+
+@dataclass
+class Progress:
+    """What the iteration has done so far (across --watch polls)."""
+
+    handled: set[int] = field(default_factory=set)  # evaluated, or incomplete and not watched again
+    failed: dict[int, str] = field(default_factory=dict)  # step -> why its checkpoint is incomplete
+    idle_since: float = field(default_factory=time.monotonic)  # when a step was last evaluated
+
+
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m eval.iterate",
         description=__doc__.split("\n\n")[0],
@@ -294,132 +320,206 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="wandb project of that run (default: trainer.project_name of the run's config.yaml)",
     )
     add_eval_arguments(p)
-    args = p.parse_args(argv)
+    return p
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    args = build_parser().parse_args(argv)
     if any(
         a == "--results-root" or a.startswith("--results-root=")
         for a in (sys.argv[1:] if argv is None else argv)
     ):
         print("note: --results-root is now --out; the old name goes in the next release", file=sys.stderr)
+    return args
 
-    try:
-        root = resolve(args.checkpoint_root)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+
+def locate(args: argparse.Namespace, root: Path) -> Targets:
+    """The folders from the options, `auto` resolved against the run's folder (CHECKPOINT_ROOT's parent)."""
     tensorboard = None if args.tensorboard == "none" else Path(args.tensorboard)
     if args.tensorboard == "auto":
         tensorboard = root.parent / "tensorboard" if (root.parent / "tensorboard").is_dir() else None
     wandb_dir = None if args.wandb_dir == "none" else Path(args.wandb_dir)
     if args.wandb_dir == "auto":
         wandb_dir = root.parent if wandb_run(root.parent) else None
-    wandb_project = args.wandb_project or run_project(root.parent)
-    hf_root = Path(args.hf_root).resolve() if args.hf_root else default_hf_root(root)
-    results_root = Path(args.out).resolve() if args.out else default_results_root(root)
+    return Targets(
+        root=root,
+        hf_root=Path(args.hf_root).resolve() if args.hf_root else default_hf_root(root),
+        results_root=Path(args.out).resolve() if args.out else default_results_root(root),
+        tensorboard=tensorboard,
+        wandb_dir=wandb_dir,
+        wandb_project=args.wandb_project or run_project(root.parent),
+    )
+
+
+def check_settings(args: argparse.Namespace, targets: Targets) -> dict:
+    """eval.run.evaluate's keyword arguments, once everything that can be checked before the first
+    conversion is (EvalError, ResultsError or ValueError otherwise)."""
+    root = targets.root
+    kwargs = eval_kwargs(args)
+    for name in kwargs["benchmarks"]:  # fail on a bad benchmark name now, not after a conversion
+        if kwargs["data_dir"] is None and name not in bm.SPECS:
+            raise EvalError(f"unknown benchmark {name!r}; known: {', '.join(bm.SPECS)} (or use --data-dir)")
+    if not root.is_dir():
+        raise EvalError(f"checkpoint root {root} is not a folder")
+    if args.every is not None and args.steps:
+        raise EvalError("give either --every or --steps, not both")
+    outside(targets.hf_root, root, "--hf-root")
+    outside(targets.results_root, root, "--out")
+    find_steps(root)  # two folders for one step, a step link that leads nowhere: say so now
+    ensure_writable(targets.hf_root, "converted models")
+    ensure_writable(targets.results_root, "results")
+    return kwargs
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     try:
-        kwargs = eval_kwargs(args)
-        for name in kwargs["benchmarks"]:  # fail on a bad benchmark name now, not after a conversion
-            if kwargs["data_dir"] is None and name not in bm.SPECS:
-                raise EvalError(
-                    f"unknown benchmark {name!r}; known: {', '.join(bm.SPECS)} (or use --data-dir)"
-                )
-        if not root.is_dir():
-            raise EvalError(f"checkpoint root {root} is not a folder")
-        if args.every is not None and args.steps:
-            raise EvalError("give either --every or --steps, not both")
-        outside(hf_root, root, "--hf-root")
-        outside(results_root, root, "--out")
-        find_steps(root)  # two folders for one step, a step link that leads nowhere: say so now
-        ensure_writable(hf_root, "converted models")
-        ensure_writable(results_root, "results")
+        root = resolve(args.checkpoint_root)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    targets = locate(args, root)
+    try:
+        kwargs = check_settings(args, targets)
     except (EvalError, ResultsError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    progress = Progress()
+    try:
+        follow(args, targets, kwargs, progress)
+    except IterateError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return report(targets, kwargs, progress)
 
-    handled: set[int] = set()
-    failed: dict[int, str] = {}
-    idle_since = time.monotonic()
+
+def follow(args: argparse.Namespace, targets: Targets, kwargs: dict, progress: Progress) -> None:
+    """Evaluate the selected steps once, or with --watch poll for new ones until told to stop."""
     while True:
-        try:
-            steps = find_steps(root)
-        except (OSError, StepFolderError) as e:  # changed under --watch
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        latest = latest_step(root)
-        if args.steps:
-            missing = sorted(set(args.steps) - set(steps))
-            if missing and not args.watch:
-                print(f"error: no global_step_N folder for step(s) {missing} in {root}", file=sys.stderr)
-                return 2
-            chosen = sorted(set(args.steps) & set(steps))
-        else:
-            chosen = select_steps(list(steps), args.every)
-        progress = False
-        for k, step in enumerate(chosen, 1):
-            if step in handled:
-                continue
-            at = f"step {step} ({k}/{len(chosen)})"
-            if args.watch and latest is not None and step > latest:
-                continue  # still being written
-            try:
-                model, converted = convert(
-                    steps[step], hf_root / f"global_step_{step}", trust_remote_code=args.trust_remote_code
-                )
-            except IncompleteCheckpoint as e:
-                if args.watch and latest is None:
-                    continue  # no tracker: maybe still being written
-                if failed.get(step) != str(e):  # said once; --watch tries it again every poll
-                    print(f"[iterate] {at}: skipped: {e}", file=sys.stderr, flush=True)
-                failed[step] = str(e)
-                if not args.watch:
-                    handled.add(step)
-                continue
-            failed.pop(step, None)
-            out = results_root / f"global_step_{step}"
-            summary = finished_summary(out, model, kwargs)
-            print(
-                f"[iterate] {at}: {'converted' if converted else 'already converted'} -> {model}; "
-                + ("already evaluated" if summary else "evaluating"),
-                flush=True,
-            )
-            if summary is None:
-                try:
-                    summary = evaluate_in_child(model, out, {**kwargs, "quiet": True})
-                except (EvalError, bm.BenchmarkError, ResultsError) as e:
-                    print(f"error: step {step}: {e}", file=sys.stderr)
-                    return 2
-                if tensorboard is not None:
-                    log_to_tensorboard(tensorboard, step, summary)
-                if wandb_dir is not None:
-                    log_to_wandb(wandb_dir, wandb_project, step, summary)
-            handled.add(step)
-            progress = True
-            avg_b, avg_q = summary["per_benchmark_average"], summary["per_question_average"]
-            print(
-                f"[iterate] {at}: per-benchmark average {pct(avg_b['accuracy']['mean'])}, "
-                f"per-question average {pct(avg_q['accuracy']['mean'])}",
-                flush=True,
-            )
-            write_run_outputs(results_root, root, failed, kwargs)
-        if progress:
-            idle_since = time.monotonic()
-        if not args.watch:
-            break
-        if args.until_step is not None and any(s >= args.until_step for s in handled if s not in failed):
-            break
-        if args.steps and set(args.steps) <= handled:
-            break
-        if time.monotonic() - idle_since > args.idle_exit_s:
-            print(f"[iterate] no new checkpoint for {args.idle_exit_s:.0f} s; stopping", flush=True)
-            break
+        if evaluate_new_steps(args, targets, kwargs, progress):
+            progress.idle_since = time.monotonic()
+        if not args.watch or should_stop(args, progress):
+            return
         time.sleep(args.poll_s)
 
-    table = write_run_outputs(results_root, root, failed, kwargs)
+
+def steps_to_evaluate(args: argparse.Namespace, root: Path) -> tuple[dict[int, Path], int | None, list[int]]:
+    """({step: checkpoint folder}, the tracker's latest step or None, the selected steps in order)."""
+    try:
+        steps = find_steps(root)
+    except (OSError, StepFolderError) as e:  # changed under --watch
+        raise IterateError(str(e)) from e
+    latest = latest_step(root)
+    if args.steps:
+        missing = sorted(set(args.steps) - set(steps))
+        if missing and not args.watch:
+            raise IterateError(f"no global_step_N folder for step(s) {missing} in {root}")
+        return steps, latest, sorted(set(args.steps) & set(steps))
+    return steps, latest, select_steps(list(steps), args.every)
+
+
+def evaluate_new_steps(args: argparse.Namespace, targets: Targets, kwargs: dict, progress: Progress) -> bool:
+    """Convert and evaluate every selected step not handled yet; True when one was evaluated."""
+    steps, latest, chosen = steps_to_evaluate(args, targets.root)
+    evaluated = False
+    for k, step in enumerate(chosen, 1):
+        if step in progress.handled:
+            continue
+        if args.watch and latest is not None and step > latest:
+            continue  # still being written
+        at = f"step {step} ({k}/{len(chosen)})"
+        result = convert_step(args, targets, progress, step, steps[step], at, latest)
+        if result is None:
+            continue
+        model, converted = result
+        evaluate_step(targets, kwargs, progress, step, model, converted, at)
+        evaluated = True
+    return evaluated
+
+
+def convert_step(
+    args: argparse.Namespace,
+    targets: Targets,
+    progress: Progress,
+    step: int,
+    checkpoint: Path,
+    at: str,
+    latest: int | None,
+) -> tuple[Path, bool] | None:
+    """(model folder, whether it was converted now), or None for an incomplete checkpoint (reported
+    once; without --watch it is not tried again)."""
+    try:
+        model, converted = convert(
+            checkpoint, targets.hf_root / f"global_step_{step}", trust_remote_code=args.trust_remote_code
+        )
+    except IncompleteCheckpoint as e:
+        if args.watch and latest is None:
+            return None  # no tracker: maybe still being written
+        if progress.failed.get(step) != str(e):  # said once; --watch tries it again every poll
+            print(f"[iterate] {at}: skipped: {e}", file=sys.stderr, flush=True)
+        progress.failed[step] = str(e)
+        if not args.watch:
+            progress.handled.add(step)
+        return None
+    progress.failed.pop(step, None)
+    return model, converted
+
+
+def evaluate_step(
+    targets: Targets, kwargs: dict, progress: Progress, step: int, model: Path, converted: bool, at: str
+) -> None:
+    """Evaluate a converted step (in a child process, unless already evaluated with these settings),
+    log a new result to TensorBoard and wandb, and rewrite the run's table and plot."""
+    out = targets.results_root / f"global_step_{step}"
+    summary = finished_summary(out, model, kwargs)
+    print(
+        f"[iterate] {at}: {'converted' if converted else 'already converted'} -> {model}; "
+        + ("already evaluated" if summary else "evaluating"),
+        flush=True,
+    )
+    if summary is None:
+        try:
+            summary = evaluate_in_child(model, out, {**kwargs, "quiet": True})
+        except (EvalError, bm.BenchmarkError, ResultsError) as e:
+            raise IterateError(f"step {step}: {e}") from e
+        if targets.tensorboard is not None:
+            log_to_tensorboard(targets.tensorboard, step, summary)
+        if targets.wandb_dir is not None:
+            log_to_wandb(targets.wandb_dir, targets.wandb_project, step, summary)
+    progress.handled.add(step)
+    avg_b, avg_q = summary["per_benchmark_average"], summary["per_question_average"]
+    print(
+        f"[iterate] {at}: per-benchmark average {pct(avg_b['accuracy']['mean'])}, "
+        f"per-question average {pct(avg_q['accuracy']['mean'])}",
+        flush=True,
+    )
+    write_run_outputs(targets.results_root, targets.root, progress.failed, kwargs)
+
+
+def should_stop(args: argparse.Namespace, progress: Progress) -> bool:
+    """--watch: stop after --until-step, after every --steps step, or after --idle-exit-s idle."""
+    done = progress.handled
+    if args.until_step is not None and any(s >= args.until_step for s in done if s not in progress.failed):
+        return True
+    if args.steps and set(args.steps) <= done:
+        return True
+    if time.monotonic() - progress.idle_since > args.idle_exit_s:
+        print(f"[iterate] no new checkpoint for {args.idle_exit_s:.0f} s; stopping", flush=True)
+        return True
+    return False
+
+
+def report(targets: Targets, kwargs: dict, progress: Progress) -> int:
+    """Rewrite and print the run's table; the exit status (module docstring)."""
+    table = write_run_outputs(targets.results_root, targets.root, progress.failed, kwargs)
     if table is None:
-        print(f"[iterate] no step evaluated under {root}", file=sys.stderr)
-        return 1 if failed else 2
+        print(f"[iterate] no step evaluated under {targets.root}", file=sys.stderr)
+        return 1 if progress.failed else 2
     print(table, flush=True)
-    print(f"[iterate] table {results_root / 'steps.md'}, plot {results_root / PLOT}", flush=True)
-    return 1 if failed else 0
+    print(
+        f"[iterate] table {targets.results_root / 'steps.md'}, plot {targets.results_root / PLOT}", flush=True
+    )
+    return 1 if progress.failed else 0
 
 
 if __name__ == "__main__":

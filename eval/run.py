@@ -38,7 +38,9 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from eval import benchmarks as bm
 from eval import metrics
@@ -59,7 +61,7 @@ from eval.results import (
     prompt_sha,
 )
 
-TEMPLATES_EXTRA = ("none", "raw")  # besides prompt_aug's 13
+TEMPLATES_EXTRA = ("none", "raw")  # besides the 13 of prompt_templates
 
 
 class EvalError(ValueError):
@@ -125,40 +127,95 @@ def _chunks(items: list, size: int | None):
         yield items[i : i + size]
 
 
+@dataclass(frozen=True)
+class EvalRequest:
+    """One evaluation: the model, where its results go, and every setting (`evaluate`'s arguments).
+    `resolved()` fills in the defaults; `run_request` runs it."""
+
+    model: str | os.PathLike  # the HuggingFace model folder (holds config.json)
+    out: str | os.PathLike  # results folder, never inside the model folder; resumed when it holds samples
+    benchmarks: Sequence[str] = bm.DEFAULT_SUITE  # benchmark names in table order (duplicates dropped)
+    _: KW_ONLY
+    data_dir: str | os.PathLike | None = None  # read DIR/<name>.jsonl instead of the HF hub
+    limit: int | None = None  # only the first N questions of each benchmark
+    template: str = "qwen-math"  # prompt template: one of prompt_templates, `none` or `raw` (render_prompt)
+    decoding: Decoding | None = None  # greedy or sampling settings (None: Decoding(), greedy)
+    runs: int | None = None  # greedy repeats R (None: 5) or samples per question n (None: 32)
+    ks: Sequence[int] = ()  # report pass@k for these k; sampling only, each in 1..runs
+    grading: str = "boxed"  # answer extraction: boxed or lenient
+    backend: str | None = None  # hf or vllm (None: default_backend())
+    batch_size: int = 8  # hf: prompts per generate call
+    chunk_size: int | None = None  # prompts per generate call and per write (None: the backend's own)
+    dtype: str | None = None  # model dtype (None: hf float32, vllm auto)
+    tensor_parallel_size: int = 1  # vllm: GPUs per engine
+    gpu_memory_utilization: float = 0.9  # vllm on a GPU: share of GPU memory
+    kv_cache_memory_bytes: int | None = None  # vllm: KV cache size in bytes (None: 512M on a CPU)
+    max_num_batched_tokens: int | None = None  # vllm: tokens per engine step (None: 1024 on a CPU)
+    grader: Any = None  # grades math answers (None: grader.grade.get_grader() when a benchmark is math)
+    progress: bool = True  # show a progress bar while generating
+    quiet: bool = False  # print nothing (neither the counts nor the table)
+
+    def resolved(self) -> EvalRequest:
+        """The request with its defaults filled in: absolute paths, the default decoding, backend and
+        runs, benchmarks without duplicates, ks sorted (a list: error messages print it)."""
+        decoding = self.decoding or Decoding()
+        return replace(
+            self,
+            model=Path(self.model).resolve(),
+            out=Path(self.out).resolve(),
+            benchmarks=list(dict.fromkeys(self.benchmarks)),
+            decoding=decoding,
+            backend=self.backend or default_backend(),
+            runs=self.runs or (5 if decoding.mode == "greedy" else 32),
+            ks=sorted(set(self.ks)),
+        )
+
+
+@dataclass(frozen=True)
+class SamplePlan:
+    """What a resolved request still has to generate, and what it needs to."""
+
+    benches: list[bm.Benchmark]  # loaded benchmarks, in the request's order
+    store: SampleStore  # the samples already in OUT (the resume)
+    prompts: dict[tuple[str, str], list[int]]  # (benchmark, question id) -> prompt token ids
+    missing: dict[tuple[str, str], list[int]]  # (benchmark, question id) -> repeats not yet generated
+
+    @property
+    def todo(self) -> int:
+        return sum(len(m) for m in self.missing.values())
+
+
 def evaluate(
     model: str | os.PathLike,
     out: str | os.PathLike,
     benchmarks: Sequence[str] = bm.DEFAULT_SUITE,
-    *,
-    data_dir: str | os.PathLike | None = None,
-    limit: int | None = None,
-    template: str = "qwen-math",
-    decoding: Decoding | None = None,
-    runs: int | None = None,
-    ks: Sequence[int] = (),
-    grading: str = "boxed",
-    backend: str | None = None,
-    batch_size: int = 8,
-    chunk_size: int | None = None,
-    dtype: str | None = None,
-    tensor_parallel_size: int = 1,
-    gpu_memory_utilization: float = 0.9,
-    kv_cache_memory_bytes: int | None = None,
-    max_num_batched_tokens: int | None = None,
-    grader=None,
-    progress: bool = True,
-    quiet: bool = False,
+    **options: Any,
 ) -> dict:
-    """Evaluate `model` into `out` (module docstring) and return the summary. `runs` is R greedy
-    repeats (default 5) or n samples per question (default 32); `backend` defaults to
-    `default_backend()`. Resumes whatever `out` holds."""
-    from transformers import AutoTokenizer
+    """Evaluate `model` into `out` (module docstring) and return the summary; `options` are
+    EvalRequest's keyword fields. Resumes whatever `out` holds."""
+    return run_request(EvalRequest(model, out, benchmarks, **options))
 
-    decoding = decoding or Decoding()
-    backend = backend or default_backend()
-    benchmarks = list(dict.fromkeys(benchmarks))
-    model_path = Path(model).resolve()
-    out = Path(out).resolve()
+
+def run_request(request: EvalRequest) -> dict:
+    """Check the request, plan what `out` still lacks, generate it, write and return the summary."""
+    req = request.resolved()
+    validate(req)
+    plan = plan_samples(req)
+    total, todo = len(plan.missing) * req.runs, plan.todo
+    if not req.quiet:
+        print(
+            f"[eval] {req.model} -> {req.out}: {total - todo} of {total} samples done, {todo} to generate",
+            flush=True,
+        )
+    started = time.time()
+    generated = generate_missing(req, plan) if todo else 0
+    return write_summary(req, plan, started=started, generated=generated, skipped=total - todo)
+
+
+def validate(req: EvalRequest) -> None:
+    """Raise EvalError for settings that cannot work, before anything is loaded or written. The
+    phases from here on take a resolved request (EvalRequest.resolved: paths, decoding, runs set)."""
+    model_path, out = req.model, req.out
     if not (model_path / "config.json").is_file():
         raise EvalError(
             f"--model {model_path}: not a HuggingFace model folder (no config.json); convert a verl "
@@ -166,125 +223,136 @@ def evaluate(
         )
     if out == model_path or model_path in out.parents:
         raise EvalError(f"--out {out} is inside the model folder {model_path}: results go elsewhere")
-    check_template(template)
-    if grading not in ("boxed", "lenient"):
-        raise EvalError(f"grading must be boxed or lenient, got {grading!r}")
-    runs = runs or (5 if decoding.mode == "greedy" else 32)
-    ks = sorted(set(ks))
-    if decoding.mode == "greedy" and ks:
+    check_template(req.template)
+    if req.grading not in ("boxed", "lenient"):
+        raise EvalError(f"grading must be boxed or lenient, got {req.grading!r}")
+    if req.decoding.mode == "greedy" and req.ks:
         raise EvalError("pass@k needs sampling (--decoding sample); greedy reports avg@R with its spread")
-    if any(not 1 <= k <= runs for k in ks):
-        raise EvalError(f"every k must be in 1..{runs} (samples per question), got {ks}")
-    if backend not in BACKENDS:
-        raise EvalError(f"unknown backend {backend!r}; choose from {BACKENDS}")
+    if any(not 1 <= k <= req.runs for k in req.ks):
+        raise EvalError(f"every k must be in 1..{req.runs} (samples per question), got {req.ks}")
+    if req.backend not in BACKENDS:
+        raise EvalError(f"unknown backend {req.backend!r}; choose from {BACKENDS}")
 
-    benches = [bm.load(name, data_dir, limit) for name in benchmarks]  # fail before loading a model
-    ensure_writable(out, "results")
-    settings = sample_settings(model_path, template, decoding, grading, backend)
-    check_config(out, settings)
-    store = SampleStore(out)
 
-    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+def plan_samples(req: EvalRequest) -> SamplePlan:
+    """Load the benchmarks (before any model: a bad name fails fast), open OUT's sample store (its
+    settings must match), and list the samples it lacks."""
+    benches = [bm.load(name, req.data_dir, req.limit) for name in req.benchmarks]
+    ensure_writable(req.out, "results")
+    check_config(req.out, sample_settings(req.model, req.template, req.decoding, req.grading, req.backend))
+    store = SampleStore(req.out)
+    prompts = encode_prompts(req, benches, store)
+    missing = {
+        (b.name, q.id): [r for r in range(req.runs) if (b.name, q.id, r) not in store]
+        for b in benches
+        for q in b.questions
+    }
+    return SamplePlan(benches, store, prompts, missing)
+
+
+def encode_prompts(req: EvalRequest, benches: list[bm.Benchmark], store: SampleStore) -> dict:
+    """(benchmark, question id) -> prompt token ids. A stored sample made from another prompt (the
+    data, template or tokenizer changed) is an error: resuming would mix two evaluations."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(req.model))
     prompts: dict[tuple[str, str], list[int]] = {}
     for b in benches:
         for q in b.questions:
-            ids = tokenizer.encode(render_prompt(template, q.problem, tokenizer), add_special_tokens=False)
+            ids = tokenizer.encode(
+                render_prompt(req.template, q.problem, tokenizer), add_special_tokens=False
+            )
             prompts[(b.name, q.id)] = ids
-            for r in range(runs):
+            for r in range(req.runs):
                 rec = store.get((b.name, q.id, r))
                 if rec is not None and rec["prompt_sha"] != prompt_sha(ids):
                     raise ResultsError(
                         f"{store.path}: {b.name} question {q.id} repeat {r} was generated from another prompt "
                         "(the data, template or tokenizer changed); choose another --out"
                     )
+    return prompts
 
-    missing = {
-        (b.name, q.id): [r for r in range(runs) if (b.name, q.id, r) not in store]
-        for b in benches
-        for q in b.questions
-    }
-    total = len(missing) * runs
-    todo = sum(len(m) for m in missing.values())
-    if not quiet:
-        print(
-            f"[eval] {model_path} -> {out}: {total - todo} of {total} samples done, {todo} to generate",
-            flush=True,
-        )
 
-    started = time.time()
-    generated = 0
-    if todo:
-        loading = time.time()
-        engine: Backend = make_backend(
-            backend,
-            model_path,
-            decoding,
-            batch_size=batch_size,
-            dtype=dtype,
-            tensor_parallel_size=tensor_parallel_size,
-            gpu_memory_utilization=gpu_memory_utilization,
-            kv_cache_memory_bytes=kv_cache_memory_bytes,
-            max_num_batched_tokens=max_num_batched_tokens,
-        )
-        if not quiet:
-            print(f"[eval] backend {backend} loaded in {time.time() - loading:.1f} s", flush=True)
-        try:
-            if grader is None and any(b.kind == "math" for b in benches):
-                from grader.grade import get_grader
+def work_passes(missing: dict, mode: str, runs: int) -> list[list[tuple[tuple[str, str], list[int]]]]:
+    """Work units (benchmark and question id, repeats to generate), in passes. Greedy: one pass per
+    repeat, each a single generate call on vLLM. Sampling: all missing samples of a question in one
+    request, questions grouped by how many they lack (one n per generate call)."""
+    if mode == "greedy":
+        return [[(key, [r]) for key, m in missing.items() if r in m] for r in range(runs)]
+    groups: dict[int, list] = {}
+    for key, m in missing.items():
+        if m:
+            groups.setdefault(len(m), []).append((key, m))
+    return list(groups.values())
 
-                grader = get_grader()
-            by_name = {b.name: b for b in benches}
-            questions = {(b.name, q.id): q for b in benches for q in b.questions}
-            from tqdm.auto import tqdm
 
-            bar = tqdm(total=todo, desc=f"eval {model_path.name}", unit="sample", disable=not progress)
-            # Work units: (benchmark, question id, repeats to generate). Greedy: one pass per repeat, each
-            # a single generate call on vLLM. Sampling: all missing samples of a question in one request.
-            if decoding.mode == "greedy":
-                passes = [[(key, [r]) for key, m in missing.items() if r in m] for r in range(runs)]
-            else:
-                groups: dict[int, list] = {}
-                for key, m in missing.items():
-                    if m:
-                        groups.setdefault(len(m), []).append((key, m))
-                passes = list(groups.values())
-            for units in passes:
-                for chunk in _chunks(units, chunk_size or engine.chunk_size):
-                    n = len(chunk[0][1])
-                    gens = engine.generate([prompts[key] for key, _ in chunk], decoding, n=n)
-                    flat = [
-                        (key, r, g)
-                        for (key, reps), outs in zip(chunk, gens, strict=True)
-                        for r, g in zip(reps, outs, strict=True)
-                    ]
-                    records = _grade(flat, by_name, questions, prompts, grading, grader)
-                    store.append(records)
-                    generated += len(records)
-                    bar.update(len(records))
-            bar.close()
-        finally:
-            engine.close()  # also on an error or Ctrl-C: vLLM's processes and files go with it
-
-    full = summary_settings(
-        model_path,
-        benchmarks=benchmarks,
-        data_dir=data_dir,
-        limit=limit,
-        template=template,
-        decoding=decoding,
-        runs=runs,
-        ks=ks,
-        grading=grading,
-        backend=backend,
+def generate_missing(req: EvalRequest, plan: SamplePlan) -> int:
+    """Start the backend, generate and grade every missing sample into the store; returns how many."""
+    loading = time.time()
+    engine: Backend = make_backend(
+        req.backend,
+        req.model,
+        req.decoding,
+        batch_size=req.batch_size,
+        dtype=req.dtype,
+        tensor_parallel_size=req.tensor_parallel_size,
+        gpu_memory_utilization=req.gpu_memory_utilization,
+        kv_cache_memory_bytes=req.kv_cache_memory_bytes,
+        max_num_batched_tokens=req.max_num_batched_tokens,
     )
-    summary = summarize(store, benches, full)
-    atomic_write_json(out / SUMMARY, summary)
+    if not req.quiet:
+        print(f"[eval] backend {req.backend} loaded in {time.time() - loading:.1f} s", flush=True)
+    try:
+        return _generate_with(engine, req, plan)
+    finally:
+        engine.close()  # also on an error or Ctrl-C: vLLM's processes and files go with it
+
+
+def _generate_with(engine: Backend, req: EvalRequest, plan: SamplePlan) -> int:
+    """Generate the plan's missing samples on `engine`, appending each chunk's graded records to the
+    store as it finishes (an interruption loses at most one chunk)."""
+    grader = req.grader
+    if grader is None and any(b.kind == "math" for b in plan.benches):
+        from grader.grade import get_grader
+
+        grader = get_grader()
+    by_name = {b.name: b for b in plan.benches}
+    questions = {(b.name, q.id): q for b in plan.benches for q in b.questions}
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=plan.todo, desc=f"eval {req.model.name}", unit="sample", disable=not req.progress)
+    generated = 0
+    for units in work_passes(plan.missing, req.decoding.mode, req.runs):
+        for chunk in _chunks(units, req.chunk_size or engine.chunk_size):
+            n = len(chunk[0][1])
+            gens = engine.generate([plan.prompts[key] for key, _ in chunk], req.decoding, n=n)
+            flat = [
+                (key, r, g)
+                for (key, reps), outs in zip(chunk, gens, strict=True)
+                for r, g in zip(reps, outs, strict=True)
+            ]
+            records = _grade(flat, by_name, questions, plan.prompts, req.grading, grader)
+            plan.store.append(records)
+            generated += len(records)
+            bar.update(len(records))
+    bar.close()
+    return generated
+
+
+def write_summary(
+    req: EvalRequest, plan: SamplePlan, *, started: float, generated: int, skipped: int
+) -> dict:
+    """Write OUT/summary.json and OUT/table.md from every sample in the store, log this invocation
+    to OUT/runs.jsonl, print the table; returns the summary."""
+    # summary_settings takes the fields it records by name and ignores the others (as for eval_kwargs)
+    summary = summarize(plan.store, plan.benches, summary_settings(**vars(req)))
+    atomic_write_json(req.out / SUMMARY, summary)
     table = format_table(summary)
-    atomic_write_text(out / TABLE, table)
-    with open(out / RUNS, "a", encoding="utf-8") as f:
+    atomic_write_text(req.out / TABLE, table)
+    with open(req.out / RUNS, "a", encoding="utf-8") as f:
         run = {"started": started, "seconds": round(time.time() - started, 2), "generated": generated}
-        f.write(json.dumps({**run, "skipped": total - todo, "argv": sys.argv[1:]}) + "\n")
-    if not quiet:
+        f.write(json.dumps({**run, "skipped": skipped, "argv": sys.argv[1:]}) + "\n")
+    if not req.quiet:
         print(table, flush=True)
     return summary
 
@@ -352,7 +420,7 @@ def summary_settings(
     **_: object,
 ) -> dict:
     """summary.json's `settings`: the sample settings plus what was evaluated (`evaluate`'s resolved
-    arguments, or `eval_kwargs`; eval.iterate uses it to skip a step already evaluated with these
+    fields, or `eval_kwargs`; eval.iterate uses it to skip a step already evaluated with these
     settings)."""
     return {
         **sample_settings(Path(model), template, decoding, grading, backend),
