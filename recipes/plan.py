@@ -221,14 +221,22 @@ def pass_tokens(cfg: DictConfig) -> tuple[int, int, int]:
     return seq, update, infer
 
 
-def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_GB) -> Estimate:
-    a = arch_of(cfg)
-    p = a.params()
-    cpu = select(cfg, "recipes.platform") == "cpu"
-    world = int(select(cfg, "trainer.n_gpus_per_node")) * int(select(cfg, "trainer.nnodes"))
+@dataclasses.dataclass(frozen=True)
+class _Actor:
+    """The actor's bytes per GPU in each phase, and what its FSDP config offloads."""
+
+    policy: bool  # offload_policy: on the CPU throughout
+    param_off: bool
+    optim_off: bool
+    params: float  # training phase
+    grads: float
+    adam: float
+    params_rollout: float
+    adam_rollout: float
+
+
+def _actor(cfg: DictConfig, p: int, world: int) -> _Actor:
     actor = "actor_rollout_ref.actor"
-    mp = select(cfg, f"{actor}.fsdp_config.mixed_precision.param_dtype") or "bf16"
-    compute = 4 if mp in ("fp32", "float32") else 2
     # param_offload / optimizer_offload move them to the CPU between updates (the rollout phase);
     # verl's train mode loads them back for the update. offload_policy (FSDP2's CPU offload) keeps
     # them on the CPU throughout, the optimizer step included.
@@ -238,8 +246,20 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_G
     params, grads, adam = (0.0, 0.0, 0.0) if policy else (4 * p / world, 4 * p / world, 8 * p / world)
     params_rollout = 0.0 if param_off else 4 * p / world
     adam_rollout = 0.0 if optim_off else 8 * p / world
+    return _Actor(policy, param_off, optim_off, params, grads, adam, params_rollout, adam_rollout)
 
-    seq, update_tokens, infer_tokens = pass_tokens(cfg)
+
+_Moment = tuple[str, int, float, float, float, float]  # (pass, tokens, activations, logits, gathered, Adam's)
+
+
+def _moments(cfg: DictConfig, a: Arch, p: int, world: int, cpu: bool, policy: bool) -> list[_Moment]:
+    """The training phase's three moments, each (pass, tokens, activations, logits, gathered, Adam's
+    temporary): the update's micro-batch; the log-prob pass (old and reference log-probs, no
+    backward); the optimizer step, where torch's AdamW (foreach, its default for GPU tensors) holds
+    one fp32 copy of the parameters it updates (none under offload_policy or on a CPU)."""
+    mp = select(cfg, "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype") or "bf16"
+    compute = 4 if mp in ("fp32", "float32") else 2
+    _, update_tokens, infer_tokens = pass_tokens(cfg)
     checkpointed = bool(select(cfg, "actor_rollout_ref.model.enable_gradient_checkpointing"))
     layer = 2 * (4 * a.hidden + 4 * a.intermediate) * compute  # one layer's recompute, + its grads
     stored = (a.hidden * compute) if checkpointed else (4 * a.hidden + 4 * a.intermediate) * compute
@@ -247,18 +267,32 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_G
     logits_update = update_tokens * a.vocab * compute * LOGITS_COPIES_UPDATE
     logits_infer = infer_tokens * a.vocab * compute * LOGITS_COPIES_LOGPROB
     gathered = 2 * (p - a.vocab * a.hidden * (1 if a.tied else 2)) / a.layers * compute  # 2 layers unsharded
-    # The training phase's three moments, each (pass, tokens, activations, logits, gathered, Adam's
-    # temporary): the update's micro-batch; the log-prob pass (old and reference log-probs, no
-    # backward); the optimizer step, where torch's AdamW (foreach, its default for GPU tensors)
-    # holds one fp32 copy of the parameters it updates (none under offload_policy or on a CPU)
-    moments = [
+    return [
         ("update", update_tokens, activations, logits_update, gathered, 0.0),
         ("log-prob", infer_tokens, 0.0, logits_infer, gathered, 0.0),
         ("optimizer step", 0, 0.0, 0.0, 0.0, 0.0 if policy or cpu else 4 * p / world),
     ]
-    work = max(moments, key=lambda m: sum(m[2:]))
 
+
+@dataclasses.dataclass(frozen=True)
+class _Rollout:
+    """vLLM's share of the device (GiB) and what its KV cache holds, per replica."""
+
+    tp: int
+    replicas: int
+    weights_gib: float
+    kv_gib: float
+    vllm_gib: float
+    kv_token: int  # bytes of K and V a token
+    fit_seqs: int  # sequences the KV cache holds at once
+    asked: int  # sequences a step asks of each replica
+    device_gib: float
+    device: str
+
+
+def _rollout(cfg: DictConfig, a: Arch, p: int, world: int, cpu: bool, gpu_gib: float) -> _Rollout:
     rollout = "actor_rollout_ref.rollout"
+    seq = pass_tokens(cfg)[0]
     tp = int(select(cfg, f"{rollout}.tensor_model_parallel_size") or 1)
     weights_gib = 2 * p / tp / GIB if not cpu else 4 * p / GIB
     if cpu:
@@ -278,15 +312,30 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_G
     fit_seqs = int(kv_gib * GIB // (kv_token * seq)) if kv_token else 0
     replicas = max(world // tp, 1)
     asked = math.ceil(int(select(cfg, "data.train_batch_size")) * int(select(cfg, f"{rollout}.n")) / replicas)
+    return _Rollout(
+        tp, replicas, weights_gib, kv_gib, vllm_gib, kv_token, fit_seqs, asked, device_gib, device
+    )
 
-    sleeps = bool(select(cfg, f"{rollout}.free_cache_engine"))
+
+def _uses_kl(cfg: DictConfig) -> bool:
+    """A reference model is kept (and run) for a KL term."""
+    in_loss = bool(select(cfg, "actor_rollout_ref.actor.use_kl_loss"))
+    return in_loss or bool(select(cfg, "algorithm.use_kl_in_reward"))
+
+
+def _memory_rows(
+    cfg: DictConfig, a: Arch, p: int, world: int, cpu: bool, actor: _Actor, vllm: _Rollout, work: _Moment
+) -> list[tuple[str, float, float]]:
+    """The report's table, GiB per GPU in each phase, its last row the totals."""
+    checkpointed = bool(select(cfg, "actor_rollout_ref.model.enable_gradient_checkpointing"))
+    sleeps = bool(select(cfg, "actor_rollout_ref.rollout.free_cache_engine"))
     context = CPU_PROCESSES_GIB if cpu else CUDA_CONTEXT_GIB
-    kl = bool(select(cfg, f"{actor}.use_kl_loss")) or bool(select(cfg, "algorithm.use_kl_in_reward"))
-    reference = 4 * p / world if cpu and kl else 0.0  # verl's CPU offload: on the CPU it is in RAM
+    reference = 4 * p / world if cpu and _uses_kl(cfg) else 0.0  # verl's CPU offload: on the CPU it is in RAM
+    weights_gib, kv_gib, vllm_gib = vllm.weights_gib, vllm.kv_gib, vllm.vllm_gib
     rows = [
-        (f"actor parameters (fp32, sharded over {world})", params_rollout / GIB, params / GIB),
-        ("gradients (fp32)", 0.0, grads / GIB),
-        ("Adam states (2 x fp32)", adam_rollout / GIB, adam / GIB),
+        (f"actor parameters (fp32, sharded over {world})", actor.params_rollout / GIB, actor.params / GIB),
+        ("gradients (fp32)", 0.0, actor.grads / GIB),
+        ("Adam states (2 x fp32)", actor.adam_rollout / GIB, actor.adam / GIB),
         ("reference (fp32, offloaded by verl to the CPU)", reference / GIB, reference / GIB),
         # vLLM sleeps during the update (free_cache_engine), except where it cannot (the CPU)
         (f"vLLM (weights {weights_gib:.1f} + KV cache {kv_gib:.1f})", vllm_gib, 0.0 if sleeps else vllm_gib),
@@ -304,23 +353,37 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_G
         ),
     ]
     rows.append(("total", sum(r[1] for r in rows), sum(r[2] for r in rows)))
-    rollout_total, training_total = rows[-1][1], rows[-1][2]
-    peak = max(rollout_total, training_total)
-    # the training phase's total at each moment (scripts/bench/actor_memory.py measures them)
-    rest = training_total - sum(work[2:]) / GIB
-    passes_gib = {m[0]: rest + sum(m[2:]) / GIB for m in moments}
+    return rows
 
+
+def _memory_notes(p: int, world: int, actor: _Actor, vllm: _Rollout, seq: int) -> list[str]:
+    """What the table leaves out: host memory under offloading; how much the KV cache holds."""
     notes = []
-    if param_off or optim_off:
-        host = (8 * p if param_off else 0) + (8 * p if optim_off else 0)
-        when = "throughout (offload_policy)" if policy else "during rollout"
+    if actor.param_off or actor.optim_off:
+        host = (8 * p if actor.param_off else 0) + (8 * p if actor.optim_off else 0)
+        when = "throughout (offload_policy)" if actor.policy else "during rollout"
         notes.append(f"offloaded to host memory {when}: {host / world / GIB:.1f} GiB per GPU's process")
+    fit_seqs, asked = vllm.fit_seqs, vllm.asked
     notes.append(
-        f"vLLM: {replicas} replica(s) of TP {tp}; the KV cache holds {fit_seqs:,} sequences of {seq:,} "
+        f"vLLM: {vllm.replicas} replica(s) of TP {vllm.tp}; the KV cache holds {fit_seqs:,} sequences of {seq:,} "
         f"tokens at once, a step asks {asked:,} per replica"
         + ("" if fit_seqs >= asked else " (the rest wait their turn: slower, not out of memory)")
     )
+    return notes
 
+
+@dataclasses.dataclass(frozen=True)
+class _Disk:
+    """A checkpoint's size and the run's disk under recipes.checkpoints.keep_full (bytes)."""
+
+    full: int  # a whole checkpoint
+    hf: int  # as HF weights
+    steps: int
+    run: int
+    note: str
+
+
+def _disk(cfg: DictConfig, p: int) -> _Disk:
     full = 12 * p  # fp32 parameters + Adam's two fp32 moments (+ small records)
     hf = 2 * p  # bf16 HuggingFace weights (eval.convert)
     steps = training_steps(cfg, rows_of(cfg))
@@ -334,50 +397,84 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_G
         whole = min(n_saves, int(keep))
         disk = whole * (full + snapshot) + n_saves * hf
         rule = f"{whole} kept whole + {n_saves} as HF weights (recipes.checkpoints.keep_full={keep})"
-    notes.append(
+    note = (
         f"disk: a checkpoint is {full / GB:.1f} GB whole (fp32 parameters + Adam), {hf / GB:.1f} GB as HF "
         f"weights; {steps:,} steps, {n_saves} saves (every {select(cfg, 'trainer.save_freq')}): {rule} "
         f"= {disk / GB:.0f} GB"
     )
+    return _Disk(full, hf, steps, disk, note)
+
+
+def _step_time(
+    cfg: DictConfig, p: int, world: int, seq: int, vllm: _Rollout, steps: int
+) -> tuple[float, str]:
+    """The time model's seconds a step (GPU platform), and its note."""
+    from recipes.extensions import on_policy
+
+    tp, replicas = vllm.tp, vllm.replicas
+    # decoding: one token for each of `batch` running sequences per read of weights + KV cache
+    batch = max(min(vllm.fit_seqs, vllm.asked), 1)
+    ctx = MEAN_LENGTH * seq
+    per_token_s = (2 * p / tp + batch * ctx * vllm.kv_token) / (HBM_BYTES_S * HBM_SHARE * tp)
+    generated = int(select(cfg, "data.train_batch_size")) * int(select(cfg, "actor_rollout_ref.rollout.n"))
+    max_response = int(select(cfg, "data.max_response_length"))
+    throughput_s = generated * MEAN_LENGTH * max_response * per_token_s / batch / replicas
+    gen_s = max(throughput_s, max_response * per_token_s)  # the longest response ends the rollout
+    # training: update 8PT (forward, recomputed forward, backward), + 2PT per extra forward pass
+    tokens = generated * MEAN_LENGTH * seq
+    passes = 8 + (2 if _uses_kl(cfg) else 0) + (0 if on_policy.active(cfg) else 2)
+    train_s = passes * p * tokens / (BF16_FLOPS * MFU * world)
+    step_s = gen_s + train_s
+    note = (
+        f"time (uncalibrated model): ~{step_s:.0f} s a step = generation ~{gen_s:.0f} s + training "
+        f"~{train_s:.0f} s, for prompts and responses at half their limits; {steps:,} steps "
+        f"~{steps * step_s / 3600:.0f} h (docs/running.md#memory-and-disk-plan)"
+    )
+    return step_s, note
+
+
+def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_GB) -> Estimate:
+    """The run's memory per GPU in each phase, its disk and (GPU platform) its time a step."""
+    a = arch_of(cfg)
+    p = a.params()
+    cpu = select(cfg, "recipes.platform") == "cpu"
+    world = int(select(cfg, "trainer.n_gpus_per_node")) * int(select(cfg, "trainer.nnodes"))
+    seq = pass_tokens(cfg)[0]
+    actor = _actor(cfg, p, world)
+    moments = _moments(cfg, a, p, world, cpu, actor.policy)
+    work = max(moments, key=lambda m: sum(m[2:]))
+    vllm = _rollout(cfg, a, p, world, cpu, gpu_gib)
+    rows = _memory_rows(cfg, a, p, world, cpu, actor, vllm, work)
+    rollout_total, training_total = rows[-1][1], rows[-1][2]
+    peak = max(rollout_total, training_total)
+    # the training phase's total at each moment (scripts/bench/actor_memory.py measures them)
+    rest = training_total - sum(work[2:]) / GIB
+    passes_gib = {m[0]: rest + sum(m[2:]) / GIB for m in moments}
+
+    notes = _memory_notes(p, world, actor, vllm, seq)
+    disk = _disk(cfg, p)
+    notes.append(disk.note)
     step_s = None
     if not cpu:
-        from recipes.extensions import on_policy
-
-        # decoding: one token for each of `batch` running sequences per read of weights + KV cache
-        batch = max(min(fit_seqs, asked), 1)
-        ctx = MEAN_LENGTH * seq
-        per_token_s = (2 * p / tp + batch * ctx * kv_token) / (HBM_BYTES_S * HBM_SHARE * tp)
-        generated = int(select(cfg, "data.train_batch_size")) * int(select(cfg, f"{rollout}.n"))
-        max_response = int(select(cfg, "data.max_response_length"))
-        throughput_s = generated * MEAN_LENGTH * max_response * per_token_s / batch / replicas
-        gen_s = max(throughput_s, max_response * per_token_s)  # the longest response ends the rollout
-        # training: update 8PT (forward, recomputed forward, backward), + 2PT per extra forward pass
-        tokens = generated * MEAN_LENGTH * seq
-        passes = 8 + (2 if kl else 0) + (0 if on_policy.active(cfg) else 2)
-        train_s = passes * p * tokens / (BF16_FLOPS * MFU * world)
-        step_s = gen_s + train_s
-        notes.append(
-            f"time (uncalibrated model): ~{step_s:.0f} s a step = generation ~{gen_s:.0f} s + training "
-            f"~{train_s:.0f} s, for prompts and responses at half their limits; {steps:,} steps "
-            f"~{steps * step_s / 3600:.0f} h (docs/running.md#memory-and-disk-plan)"
-        )
+        step_s, note = _step_time(cfg, p, world, seq, vllm, disk.steps)
+        notes.append(note)
     size = f"{p / 1e9:.2f}B" if p >= 1e8 else f"{p / 1e6:.2f}M"
     header = (
         f"run: {select(cfg, 'actor_rollout_ref.model.path')} ({size} parameters), "
-        f"{world} GPU(s) ({select(cfg, 'trainer.nnodes')} node(s)), {device}"
+        f"{world} GPU(s) ({select(cfg, 'trainer.nnodes')} node(s)), {vllm.device}"
     )
     return Estimate(
         rows,
         notes,
         peak,
-        device_gib,
-        full / GB,
-        hf / GB,
-        disk / GB,
+        vllm.device_gib,
+        disk.full / GB,
+        disk.hf / GB,
+        disk.run / GB,
         disk_gb,
         header,
         step_s,
-        steps,
+        disk.steps,
         passes_gib,
     )
 

@@ -29,6 +29,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import hydra
@@ -109,20 +110,39 @@ def run(cfg: DictConfig) -> Path:
     env_before = dict(os.environ)
     with held(enabled=not verbose, expected=(ConfigError,)) as before_ray:
         notes = preflight(cfg)
-
-    out = Path(select(cfg, "recipes.output_dir"))
-    ckpt = Path(select(cfg, "trainer.default_local_dir"))
     finished = finished_step(cfg)
     if finished is not None:
-        earlier = sorted((out / "metrics").glob("*.jsonl"), key=lambda f: f.stat().st_mtime)
-        where = f"metrics in {earlier[-1]}, " if earlier else ""
-        print(
-            f"done: already trained to step {finished} (trainer.total_training_steps); nothing to do: {where}"
-            f"checkpoints in {ckpt}. Raise trainer.total_training_steps to go on, or set "
-            "recipes.output_dir to start a new run.",
-            flush=True,
-        )
-        return earlier[-1] if earlier else out
+        return _already_trained(cfg, finished)
+    metrics, log = _prepare_run_folder(cfg, before_ray)
+    _train(cfg, notes, metrics, log, env_before, verbose)
+    ckpt = Path(select(cfg, "trainer.default_local_dir"))
+    print(f"done: metrics in {metrics}, checkpoints in {ckpt}, log in {log}", flush=True)
+    if not verbose:  # what Ray or a logger prints at interpreter exit goes to the log too
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+    return metrics
+
+
+def _already_trained(cfg: DictConfig, finished: int) -> Path:
+    """Say that the run has reached its step count; its latest metrics file (else its folder)."""
+    out = Path(select(cfg, "recipes.output_dir"))
+    ckpt = Path(select(cfg, "trainer.default_local_dir"))
+    earlier = sorted((out / "metrics").glob("*.jsonl"), key=lambda f: f.stat().st_mtime)
+    where = f"metrics in {earlier[-1]}, " if earlier else ""
+    print(
+        f"done: already trained to step {finished} (trainer.total_training_steps); nothing to do: {where}"
+        f"checkpoints in {ckpt}. Raise trainer.total_training_steps to go on, or set "
+        "recipes.output_dir to start a new run.",
+        flush=True,
+    )
+    return earlier[-1] if earlier else out
+
+
+def _prepare_run_folder(cfg: DictConfig, before_ray: list[str]) -> tuple[Path, Path]:
+    """This launch's metrics file and log (the log starts with what the checks printed), the
+    resolved config, and the variables that point verl's loggers into the run folder."""
+    out = Path(select(cfg, "recipes.output_dir"))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     metrics = out / "metrics" / f"{stamp}.jsonl"
     log = out / "logs" / f"{stamp}.log"
@@ -135,13 +155,14 @@ def run(cfg: DictConfig) -> Path:
     # every output of the run in its own folder (a variable you set yourself wins)
     os.environ.setdefault("TENSORBOARD_DIR", str(out / "tensorboard"))
     os.environ.setdefault("WANDB_DIR", str(out))
+    return metrics, log
 
-    import ray
-    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
 
-    from recipes.extensions import on_policy
+def _announce(cfg: DictConfig, notes: list[str], log: Path, verbose: bool) -> None:
+    """The run's header on the terminal: what it trains, the checks' notes, where the log is."""
     from recipes.methods import registry
 
+    out = Path(select(cfg, "recipes.output_dir"))
     methods = ",".join(registry.active_names(cfg))
     print(
         f"run: model {select(cfg, 'recipes.model') or select(cfg, 'actor_rollout_ref.model.path')}, "
@@ -157,6 +178,43 @@ def run(cfg: DictConfig) -> Path:
             f"log: {log} (the resolved config is {out / 'config.yaml'}; -v prints everything here)",
             flush=True,
         )
+
+
+def _session(cfg: DictConfig, say: Callable[[str], None]) -> contextlib.AbstractContextManager:
+    """What the trainer runs inside (the CPU platform's vLLM session), after saying how the
+    rollout and the training compute."""
+    from recipes.extensions import on_policy
+
+    on_policy_note = (
+        "old log-probs from the update's own forward (on-policy)" if on_policy.active(cfg) else ""
+    )
+    if select(cfg, "recipes.platform") != "cpu":
+        if on_policy_note:
+            say(f"training: {on_policy_note}")
+        return contextlib.nullcontext()
+    from recipes.platforms.cpu_vllm import run_session, vllm_cpu_version
+
+    session = run_session()
+    from recipes.platforms.cpu import check_precision
+
+    dtype = select(cfg, "actor_rollout_ref.rollout.dtype")
+    training = ", ".join(filter(None, [check_precision(cfg), on_policy_note]))
+    say(
+        f"rollout: verl's vLLM server on vLLM's CPU build (vllm-cpu {vllm_cpu_version()}), {dtype}; "
+        f"training: {training}"
+    )
+    return session
+
+
+def _train(
+    cfg: DictConfig, notes: list[str], metrics: Path, log: Path, env_before: dict, verbose: bool
+) -> None:
+    """verl's PPO trainer, with the step table following its metrics file; Ray is shut down after."""
+    # imported once the run folder's variables are set, and before the header, as a launch always did
+    import ray
+    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+
+    _announce(cfg, notes, log, verbose)
     with quiet(log, enabled=not verbose) as say:
         stop = threading.Event()
         table = threading.Thread(
@@ -164,24 +222,7 @@ def run(cfg: DictConfig) -> Path:
         )
         if select(cfg, "recipes.step_table"):
             table.start()
-        session = contextlib.nullcontext()
-        on_policy_note = (
-            "old log-probs from the update's own forward (on-policy)" if on_policy.active(cfg) else ""
-        )
-        if select(cfg, "recipes.platform") == "cpu":
-            from recipes.platforms.cpu_vllm import run_session, vllm_cpu_version
-
-            session = run_session()
-            from recipes.platforms.cpu import check_precision
-
-            dtype = select(cfg, "actor_rollout_ref.rollout.dtype")
-            training = ", ".join(filter(None, [check_precision(cfg), on_policy_note]))
-            say(
-                f"rollout: verl's vLLM server on vLLM's CPU build (vllm-cpu {vllm_cpu_version()}), {dtype}; "
-                f"training: {training}"
-            )
-        elif on_policy_note:
-            say(f"training: {on_policy_note}")
+        session = _session(cfg, say)
         try:
             with session:
                 join_external_cluster(cfg, env_before)
@@ -192,12 +233,6 @@ def run(cfg: DictConfig) -> Path:
                 table.join(timeout=5)
             if ray.is_initialized():
                 ray.shutdown()
-    print(f"done: metrics in {metrics}, checkpoints in {ckpt}, log in {log}", flush=True)
-    if not verbose:  # what Ray or a logger prints at interpreter exit goes to the log too
-        fd = os.open(log, os.O_WRONLY | os.O_APPEND)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-    return metrics
 
 
 def preflight(cfg: DictConfig) -> list[str]:
@@ -208,13 +243,13 @@ def preflight(cfg: DictConfig) -> list[str]:
     checks.verl_seam()
     notes = []
     if select(cfg, "recipes.platform") == "gpu":
-        from recipes.platforms import gpu as gpu_platform
+        from recipes.platforms import gpu
 
-        notes.append(gpu_platform.resolve_attention(cfg))
-        driver = gpu_platform.driver_version()
+        notes.append(gpu.resolve_attention(cfg))
+        driver = gpu.driver_version()
         # a driver process off the GPU nodes (RAY_ADDRESS): train.sbatch checks every node itself
         if driver is not None or not os.environ.get("RAY_ADDRESS"):
-            notes.append(gpu_platform.check_driver(driver, gpu_platform.torch_cuda()))
+            notes.append(gpu.check_driver(driver, gpu.torch_cuda()))
     checks.verl_checks(cfg)
     prepare(cfg)
     checks.check_model(cfg)

@@ -32,11 +32,19 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo's `eval` package, installed or not
 
+if TYPE_CHECKING:
+    from eval.backends import Decoding
 
-def main() -> None:
+
+# (backend, batch label, start-up s, wall s, each prompt's first generation)
+Row = tuple[str, str, float, float, list]
+
+
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", help="HF model folder (default: the tiny model, built if missing)")
     ap.add_argument("--questions", type=int, default=64)
@@ -45,54 +53,46 @@ def main() -> None:
     ap.add_argument("--batch-sizes", default="1,8,32", help="transformers batch sizes (1: per question)")
     ap.add_argument("--backends", default="hf,vllm", help="comma-separated, in this order (default hf,vllm)")
     ap.add_argument("--template", default="qwen-math")
-    args = ap.parse_args()
+    return ap.parse_args()
 
-    import torch
-    from transformers import AutoTokenizer
 
-    from eval.backends import Decoding, make_backend
-    from eval.run import render_prompt
-    from recipes.tools.data import toy_arithmetic_pairs
-    from recipes.tools.models import ensure_model
+def measure(
+    name: str, model: str, prompts: list[list[int]], decoding: Decoding, sizes: list[int], versions: list[str]
+) -> list[Row]:
+    """One backend's rows: started, warmed up, timed on every prompt (hf: at each batch size), closed.
+    Adds the vLLM version to `versions`."""
+    from eval.backends import make_backend
 
-    model = args.model or str(ensure_model("tiny"))
-    _, test = toy_arithmetic_pairs(n_train=1, n_test=args.questions, seed=0)
-    tok = AutoTokenizer.from_pretrained(model)
-    prompts = [tok.encode(render_prompt(args.template, q, tok), add_special_tokens=False) for q, _ in test]
-    decoding = Decoding(max_new_tokens=args.max_new_tokens, max_model_len=args.max_model_len)
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
-
-    rows = []  # (backend, batch label, start-up s, wall s, generations)
-    versions = [f"torch {torch.__version__} ({torch.get_num_threads()} threads)"]
-    for name in backends:
-        t0 = time.perf_counter()
-        backend = make_backend(name, model, decoding)
-        startup = time.perf_counter() - t0
-        try:
-            backend.generate(prompts[:2], decoding)  # warm-up: first-call allocations are not measured
-            if name == "hf":
-                for b in sizes:
-                    backend.batch_size = b
-                    t0 = time.perf_counter()
-                    outs = backend.generate(prompts, decoding)
-                    label = "1 (per question)" if b == 1 else str(b)
-                    rows.append((name, label, startup, time.perf_counter() - t0, [o[0] for o in outs]))
-            else:
-                import vllm
-
-                versions.append(f"vLLM {vllm.__version__}" + (" (CPU build)" if backend.on_cpu else ""))
+    rows = []
+    t0 = time.perf_counter()
+    backend = make_backend(name, model, decoding)
+    startup = time.perf_counter() - t0
+    try:
+        backend.generate(prompts[:2], decoding)  # warm-up: first-call allocations are not measured
+        if name == "hf":
+            for b in sizes:
+                backend.batch_size = b
                 t0 = time.perf_counter()
                 outs = backend.generate(prompts, decoding)
-                rows.append(
-                    (name, f"all {len(prompts)}", startup, time.perf_counter() - t0, [o[0] for o in outs])
-                )
-        finally:
-            backend.close()
+                label = "1 (per question)" if b == 1 else str(b)
+                rows.append((name, label, startup, time.perf_counter() - t0, [o[0] for o in outs]))
+        else:
+            import vllm
 
-    n = len(prompts)
+            versions.append(f"vLLM {vllm.__version__}" + (" (CPU build)" if backend.on_cpu else ""))
+            t0 = time.perf_counter()
+            outs = backend.generate(prompts, decoding)
+            rows.append(
+                (name, f"all {len(prompts)}", startup, time.perf_counter() - t0, [o[0] for o in outs])
+            )
+    finally:
+        backend.close()
+    return rows
+
+
+def print_table(rows: list[Row], n: int, max_new_tokens: int, model: str, versions: list[str]) -> None:
     print(
-        f"\n# Evaluation backend benchmark: {n} questions, greedy, up to {args.max_new_tokens} new tokens, "
+        f"\n# Evaluation backend benchmark: {n} questions, greedy, up to {max_new_tokens} new tokens, "
         f"{os.path.basename(model.rstrip('/'))}, {os.cpu_count()} cores, {', '.join(versions)}\n"
     )
     print("| backend | batch | start-up s | wall s | questions/s | tokens/s | same text as row 1 |")
@@ -106,19 +106,51 @@ def main() -> None:
         )
     print()
 
-    def speed(row) -> float:
-        return sum(g.tokens for g in row[4]) / row[3]
 
+def _speed(row: Row) -> float:
+    """Generated tokens a second."""
+    return sum(g.tokens for g in row[4]) / row[3]
+
+
+def print_speedups(rows: list[Row]) -> None:
+    """vLLM over each transformers row; each transformers batch size over batch 1."""
     hf = [r for r in rows if r[0] == "hf"]
     for v in (r for r in rows if r[0] == "vllm"):
         for h in hf:
-            print(f"speed-up of vLLM over transformers batch {h[1]}: {speed(v) / speed(h):.2f}x (tokens/s)")
+            print(f"speed-up of vLLM over transformers batch {h[1]}: {_speed(v) / _speed(h):.2f}x (tokens/s)")
     single = [h for h in hf if h[1].startswith("1 ")]
     for h in hf if single else []:
         if h is not single[0]:
             print(
-                f"speed-up of transformers batch {h[1]} over per question: {speed(h) / speed(single[0]):.2f}x"
+                f"speed-up of transformers batch {h[1]} over per question: {_speed(h) / _speed(single[0]):.2f}x"
             )
+
+
+def main() -> None:
+    args = parse_args()
+
+    import torch
+    from transformers import AutoTokenizer
+
+    from eval.backends import Decoding
+    from eval.run import render_prompt
+    from recipes.tools.data import toy_arithmetic_pairs
+    from recipes.tools.models import ensure_model
+
+    model = args.model or str(ensure_model("tiny"))
+    _, test = toy_arithmetic_pairs(n_train=1, n_test=args.questions, seed=0)
+    tok = AutoTokenizer.from_pretrained(model)
+    prompts = [tok.encode(render_prompt(args.template, q, tok), add_special_tokens=False) for q, _ in test]
+    decoding = Decoding(max_new_tokens=args.max_new_tokens, max_model_len=args.max_model_len)
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+
+    rows = []
+    versions = [f"torch {torch.__version__} ({torch.get_num_threads()} threads)"]
+    for name in backends:
+        rows += measure(name, model, prompts, decoding, sizes, versions)
+    print_table(rows, len(prompts), args.max_new_tokens, model, versions)
+    print_speedups(rows)
 
 
 if __name__ == "__main__":

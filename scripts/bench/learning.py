@@ -38,6 +38,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[2]
 METHODS = ("grpo", "prompt_aug", "ta_grpo", "cw_grpo", "prorl")
@@ -144,7 +145,8 @@ def train_metrics(run: Path) -> list[dict]:
     return [{"step": s, **records[s]} for s in sorted(records)]
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """The command line, checked; and the methods it names, in order."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--methods", default="grpo", help=f"comma-separated subset of {','.join(METHODS)}")
     p.add_argument("--out", type=Path, required=True, help="results folder (reused: finished work is kept)")
@@ -166,7 +168,106 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--methods: unknown {unknown}; choose from {','.join(METHODS)}")
     if args.steps < 1 or args.eval_every < 1 or (args.limit is not None and args.limit < 1):
         p.error("--steps, --eval-every and --limit must be >= 1")
+    return args, methods
 
+
+class Task(NamedTuple):
+    """What every method shares: the launch overrides, the held-out questions, the eval settings."""
+
+    out: Path
+    base: list[str]  # recipes.train overrides of every launch
+    heldout_n: int
+    eval_args: list[str]  # eval.run's and eval.iterate's
+    report_only: bool
+
+
+def initial_accuracy(task: Task, model_path: str) -> float:
+    """The model before training, evaluated once (step 0 of every curve)."""
+    initial_dir = task.out / "eval_step0"
+    if not (initial_dir / "summary.json").exists() and not task.report_only:
+        cmd = [sys.executable, "-m", "eval.run", "--model", model_path, "--out", str(initial_dir)]
+        run_logged([*cmd, *task.eval_args], task.out / "eval_step0.log")
+    initial = accuracy(initial_dir / "summary.json")
+    print(f"step 0 (before training): held-out accuracy {initial:.3f}", flush=True)
+    return initial
+
+
+def train_method(task: Task, method: str, run: Path, steps: int, eval_every: int) -> float:
+    """Train one method unless its train.done says it was; the launch's seconds."""
+    timing_file = run / "train.done"
+    if timing_file.exists():
+        return json.loads(timing_file.read_text())["wall_s"]
+    cmd = [sys.executable, "-m", "recipes.train"]
+    cmd += train_overrides(task.base, method, steps, eval_every, run)
+    print(f"{method}: training {steps} steps ...", flush=True)
+    env = {**os.environ, "RAY_DEDUP_LOGS": "0"}
+    train_s = run_logged(cmd, run / "train.log", env)
+    timing_file.write_text(json.dumps({"wall_s": train_s}))
+    return train_s
+
+
+def evaluate_method(task: Task, method: str, run: Path) -> float:
+    """eval.iterate over the method's checkpoints; the evaluation seconds of every invocation so far."""
+    from eval.iterate import step_rows
+
+    if task.report_only:
+        eval_s = 0.0
+    elif (run / "checkpoints").is_dir():
+        cmd = [sys.executable, "-m", "eval.iterate", str(run / "checkpoints")]
+        print(f"{method}: evaluating its checkpoints ...", flush=True)
+        eval_s = run_logged([*cmd, *task.eval_args], run / "eval.log")
+    elif step_rows(run / "eval"):  # checkpoints deleted to save disk; their scores are kept
+        print(f"{method}: no checkpoints left; reusing the evaluations in {run / 'eval'}", flush=True)
+        eval_s = 0.0
+    else:
+        sys.exit(f"{method}: {run / 'checkpoints'} is missing and nothing was evaluated")
+    eval_file = run / "eval_wall.json"  # summed over invocations: a rerun adds only its own time
+    eval_s += json.loads(eval_file.read_text())["wall_s"] if eval_file.exists() else 0.0
+    eval_file.write_text(json.dumps({"wall_s": eval_s}))
+    return eval_s
+
+
+def method_result(task: Task, method: str, run: Path, initial: float, wall_s: float) -> tuple[dict, dict]:
+    """The method's summary entry and its curves (held-out accuracy by step, train metrics)."""
+    from eval.iterate import step_rows
+
+    evaluated = step_rows(run / "eval")  # eval.iterate's own reader: complete summaries, by step
+    acc = {0: initial} | {
+        r["step"]: r["summary"]["per_question_average"]["accuracy"]["mean"] for r in evaluated
+    }
+    curves = {"acc": acc, "train": train_metrics(run)}
+    last = max(acc)
+    summary = {
+        "initial_acc": initial,
+        "final_acc": acc[last],
+        "best_acc": max(acc.values()),
+        "steps": last,
+        "wall_s": round(wall_s, 1),
+        "heldout_n": task.heldout_n,
+    }
+    print(
+        f"{method}: held-out accuracy {initial:.3f} -> {acc[last]:.3f} (best {max(acc.values()):.3f}) "
+        f"in {wall_s / 60:.1f} min",
+        flush=True,
+    )
+    return summary, curves
+
+
+def write_report(out: Path, summary: dict, curves: dict, heldout_n: int) -> None:
+    """OUT/summary.json, summary.md and learning.png, and the table on stdout."""
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    table = summary_table(summary, curves)
+    (out / "summary.md").write_text(table)
+    plot(curves, out / "learning.png", heldout_n)
+    from recipes.platforms.cpu import describe_cpu
+
+    print(f"CPU: {describe_cpu()}")
+    print(table, end="")
+    print(f"done: {out}/summary.json, summary.md, learning.png")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, methods = parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     base = ["experiment=learning_cpu", f"model={args.model}", *args.overrides]
@@ -177,78 +278,23 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = compose(base)
     response_len = int(cfg.data.max_response_length)
-    model_path = str(cfg.actor_rollout_ref.model.path)
+    task = Task(
+        out, base, heldout_n, eval_args(heldout_dir, response_len, args.eval_backend), args.report_only
+    )
     print(f"task: toy arithmetic, {heldout_n} held-out questions; model {args.model}; {args.steps} steps")
-
-    initial_dir = out / "eval_step0"
-    if not (initial_dir / "summary.json").exists() and not args.report_only:
-        cmd = [sys.executable, "-m", "eval.run", "--model", model_path, "--out", str(initial_dir)]
-        run_logged([*cmd, *eval_args(heldout_dir, response_len, args.eval_backend)], out / "eval_step0.log")
-    initial = accuracy(initial_dir / "summary.json")
-    print(f"step 0 (before training): held-out accuracy {initial:.3f}", flush=True)
+    initial = initial_accuracy(task, str(cfg.actor_rollout_ref.model.path))
 
     summary, curves = {}, {}
     for method in methods:
         run = out / "runs" / method
         run.mkdir(parents=True, exist_ok=True)
-        timing_file = run / "train.done"
-        if args.report_only and not (timing_file.exists() and step_rows(run / "eval")):
+        if args.report_only and not ((run / "train.done").exists() and step_rows(run / "eval")):
             print(f"{method}: not finished yet; left out", flush=True)
             continue
-        if timing_file.exists():
-            train_s = json.loads(timing_file.read_text())["wall_s"]
-        else:
-            cmd = [sys.executable, "-m", "recipes.train"]
-            cmd += train_overrides(base, method, args.steps, args.eval_every, run)
-            print(f"{method}: training {args.steps} steps ...", flush=True)
-            env = {**os.environ, "RAY_DEDUP_LOGS": "0"}
-            train_s = run_logged(cmd, run / "train.log", env)
-            timing_file.write_text(json.dumps({"wall_s": train_s}))
-        if args.report_only:
-            eval_s = 0.0
-        elif (run / "checkpoints").is_dir():
-            cmd = [sys.executable, "-m", "eval.iterate", str(run / "checkpoints")]
-            print(f"{method}: evaluating its checkpoints ...", flush=True)
-            eval_s = run_logged(
-                [*cmd, *eval_args(heldout_dir, response_len, args.eval_backend)], run / "eval.log"
-            )
-        elif step_rows(run / "eval"):  # checkpoints deleted to save disk; their scores are kept
-            print(f"{method}: no checkpoints left; reusing the evaluations in {run / 'eval'}", flush=True)
-            eval_s = 0.0
-        else:
-            sys.exit(f"{method}: {run / 'checkpoints'} is missing and nothing was evaluated")
-        eval_file = run / "eval_wall.json"  # summed over invocations: a rerun adds only its own time
-        eval_s += json.loads(eval_file.read_text())["wall_s"] if eval_file.exists() else 0.0
-        eval_file.write_text(json.dumps({"wall_s": eval_s}))
-        evaluated = step_rows(run / "eval")  # eval.iterate's own reader: complete summaries, by step
-        acc = {0: initial} | {
-            r["step"]: r["summary"]["per_question_average"]["accuracy"]["mean"] for r in evaluated
-        }
-        metrics = train_metrics(run)
-        curves[method] = {"acc": acc, "train": metrics}
-        last = max(acc)
-        summary[method] = {
-            "initial_acc": initial,
-            "final_acc": acc[last],
-            "best_acc": max(acc.values()),
-            "steps": last,
-            "wall_s": round(train_s + eval_s, 1),
-            "heldout_n": heldout_n,
-        }
-        print(
-            f"{method}: held-out accuracy {initial:.3f} -> {acc[last]:.3f} (best {max(acc.values()):.3f}) "
-            f"in {(train_s + eval_s) / 60:.1f} min",
-            flush=True,
-        )
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    table = summary_table(summary, curves)
-    (out / "summary.md").write_text(table)
-    plot(curves, out / "learning.png", heldout_n)
-    from recipes.platforms.cpu import describe_cpu
-
-    print(f"CPU: {describe_cpu()}")
-    print(table, end="")
-    print(f"done: {out}/summary.json, summary.md, learning.png")
+        train_s = train_method(task, method, run, args.steps, args.eval_every)
+        eval_s = evaluate_method(task, method, run)
+        summary[method], curves[method] = method_result(task, method, run, initial, train_s + eval_s)
+    write_report(out, summary, curves, heldout_n)
     return 0
 
 

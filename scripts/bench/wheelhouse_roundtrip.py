@@ -62,27 +62,17 @@ def pytest_summary(log: Path) -> str:
     return found[-1] if found else "(no pytest summary: see the log)"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--split-mb", type=int, default=60)
     p.add_argument("--python", default="python3", help="interpreter to build for and install with")
     p.add_argument("--work", help="folder for the wheelhouse, the venv and the logs (default: temporary)")
     p.add_argument("--keep", action="store_true", help="keep --work's temporary folder")
-    args = p.parse_args(argv)
-    # A command started in the background (`... &`, nohup) inherits SIGINT ignored, and so would
-    # the tests, where one checks what Ctrl-C does: give them the usual disposition back.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="wheelhouse-bench-"))
-    work.mkdir(parents=True, exist_ok=True)
-    house, venv, logs = work / "wheelhouse", work / "venv", work / "logs"
-    if house.exists() or venv.exists():
-        print(f"error: {work} already holds a wheelhouse or venv; give an empty --work", file=sys.stderr)
-        return 2
-    logs.mkdir(exist_ok=True)
-    env = pypi_only_env(work / "pip-cache")
-    py = args.python
-    print(f"work folder {work}; logs in {logs}", flush=True)
+    return p.parse_args(argv)
 
+
+def build(house: Path, split_mb: int, py: str, env: dict[str, str], logs: Path) -> float | None:
+    """`wheelhouse.sh build`; its seconds, or None (said on stderr) when it failed."""
     rc, build_s = timed(
         [
             "bash",
@@ -92,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             "--extra",
             "cpu",
             "--split-mb",
-            str(args.split_mb),
+            str(split_mb),
             "--python",
             py,
         ],
@@ -101,14 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     if rc:
         print(f"build failed (exit {rc}): {logs / 'build.log'}", file=sys.stderr)
-        return 1
-    manifest = json.loads((house / "manifest.json").read_text())
-    parts = [part for f in manifest["files"] for part in f.get("parts", [])]
-    split = [f for f in manifest["files"] if f.get("parts")]
-    on_disk = (
-        tree_bytes(house / "wheels") + tree_bytes(house / "parts") if parts else tree_bytes(house / "wheels")
-    )
+        return None
+    return build_s
 
+
+def install(house: Path, venv: Path, py: str, env: dict[str, str], logs: Path) -> float | None:
+    """`wheelhouse.sh install` into a new venv; its seconds, or None (said on stderr) when it failed."""
     rc, install_s = timed(
         ["bash", str(SCRIPT), "install", str(house), "--venv", str(venv), "--python", py],
         env,
@@ -116,11 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     if rc:
         print(f"install failed (exit {rc}): {logs / 'install.log'}", file=sys.stderr)
-        return 1
-    venv_bytes = tree_bytes(venv)
+        return None
+    return install_s
+
+
+def run_tests(venv: Path, logs: Path) -> tuple[int, float]:
+    """The fast tests with the venv's interpreter, from the repository root: (exit status, seconds)."""
     test_env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     test_env["PATH"] = f"{venv / 'bin'}{os.pathsep}{test_env.get('PATH', '')}"
-    rc_tests, tests_s = timed(
+    return timed(
         [
             str(venv / "bin" / "python"),
             "-m",
@@ -135,26 +127,66 @@ def main(argv: list[str] | None = None) -> int:
         logs / "tests.log",
     )
 
-    rows = [
-        ("Python, platform", f"{manifest['implementation']} {manifest['python']}, {manifest['platform']}"),
-        ("wheelhouse size", f"{on_disk / 1e9:.2f} GB ({manifest['total_bytes'] / 1e9:.2f} GB of wheels)"),
-        ("wheels", f"{len(manifest['files'])} ({len(split)} split)"),
-        (
-            "parts",
-            f"{len(parts)} of at most {args.split_mb} MB (largest {max((q['size'] for q in parts), default=0) / 1e6:.1f} MB)",
-        ),
-        ("build (resolve, download, sdists to wheels, split)", f"{build_s / 60:.1f} min"),
-        ("install (check, reassemble, pip --no-index)", f"{install_s / 60:.1f} min"),
-        ("installed environment", f"{venv_bytes / 1e9:.2f} GB"),
-        (
-            "fast tests (-m 'not slow and not e2e')",
-            f"{pytest_summary(logs / 'tests.log')} (exit {rc_tests}, {tests_s / 60:.1f} min)",
-        ),
-    ]
+
+def print_table(rows: list[tuple[str, str]]) -> None:
+    """The result table: one row a step or measure."""
     width = max(len(k) for k, _ in rows)
     print(f"\n| {'step'.ljust(width)} | result |\n|{'-' * (width + 2)}|---|")
     for k, v in rows:
         print(f"| {k.ljust(width)} | {v} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # A command started in the background (`... &`, nohup) inherits SIGINT ignored, and so would
+    # the tests, where one checks what Ctrl-C does: give them the usual disposition back.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="wheelhouse-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    house, venv, logs = work / "wheelhouse", work / "venv", work / "logs"
+    if house.exists() or venv.exists():
+        print(f"error: {work} already holds a wheelhouse or venv; give an empty --work", file=sys.stderr)
+        return 2
+    logs.mkdir(exist_ok=True)
+    env = pypi_only_env(work / "pip-cache")
+    print(f"work folder {work}; logs in {logs}", flush=True)
+
+    build_s = build(house, args.split_mb, args.python, env, logs)
+    if build_s is None:
+        return 1
+    manifest = json.loads((house / "manifest.json").read_text())
+    parts = [part for f in manifest["files"] for part in f.get("parts", [])]
+    split = [f for f in manifest["files"] if f.get("parts")]
+    on_disk = (
+        tree_bytes(house / "wheels") + tree_bytes(house / "parts") if parts else tree_bytes(house / "wheels")
+    )
+    install_s = install(house, venv, args.python, env, logs)
+    if install_s is None:
+        return 1
+    venv_bytes = tree_bytes(venv)
+    rc_tests, tests_s = run_tests(venv, logs)
+
+    print_table(
+        [
+            (
+                "Python, platform",
+                f"{manifest['implementation']} {manifest['python']}, {manifest['platform']}",
+            ),
+            ("wheelhouse size", f"{on_disk / 1e9:.2f} GB ({manifest['total_bytes'] / 1e9:.2f} GB of wheels)"),
+            ("wheels", f"{len(manifest['files'])} ({len(split)} split)"),
+            (
+                "parts",
+                f"{len(parts)} of at most {args.split_mb} MB (largest {max((q['size'] for q in parts), default=0) / 1e6:.1f} MB)",
+            ),
+            ("build (resolve, download, sdists to wheels, split)", f"{build_s / 60:.1f} min"),
+            ("install (check, reassemble, pip --no-index)", f"{install_s / 60:.1f} min"),
+            ("installed environment", f"{venv_bytes / 1e9:.2f} GB"),
+            (
+                "fast tests (-m 'not slow and not e2e')",
+                f"{pytest_summary(logs / 'tests.log')} (exit {rc_tests}, {tests_s / 60:.1f} min)",
+            ),
+        ]
+    )
     if not args.work and not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 0 if rc_tests == 0 else 1
