@@ -45,13 +45,15 @@ RANGES: dict[str, Callable[[Any], bool]] = {
 }
 
 
-def setting(default: Any, check: str | None, help: str, paper: str = "") -> Any:
-    """A dataclass field with its allowed range, help text and paper reference."""
+def setting(default: Any, check: str | None, help: str, paper: str = "", yaml: str | None = None) -> Any:
+    """A dataclass field with its allowed range, help text and paper reference. `yaml`: what the
+    method's YAML writes instead of the default (an interpolation such as "${data.seed}")."""
     if check is not None and check not in RANGES:
         raise ValueError(f"unknown range {check!r}; known: {list(RANGES)}")
     mutable = isinstance(default, list | dict)
     factory = {"default_factory": lambda: copy.deepcopy(default)} if mutable else {"default": default}
-    return dataclasses.field(**factory, metadata={"check": check, "help": help, "paper": paper})
+    metadata = {"check": check, "help": help, "paper": paper, "yaml": yaml}
+    return dataclasses.field(**factory, metadata=metadata)
 
 
 def _type_ok(value: Any, kind: Any) -> bool:
@@ -113,6 +115,24 @@ def load(cls: type, values: Mapping | None, section: str):
 
 def _default(f: dataclasses.Field) -> Any:
     return f.default if f.default is not dataclasses.MISSING else f.default_factory()
+
+
+def yaml_lines(cls: type, indent: str = "    ") -> list[str]:
+    """Each setting as the method's YAML writes it (`key: default`), generated so that every
+    default is written once, in the dataclass; Hydra needs the keys there to override them."""
+    import json
+    import re
+
+    def value(f: dataclasses.Field) -> str:
+        if f.metadata.get("yaml") is not None:
+            return f.metadata["yaml"]
+        v = _default(f)
+        plain = (
+            isinstance(v, str) and re.fullmatch(r"[A-Za-z][\w/.-]*", v) and v not in ("null", "true", "false")
+        )
+        return v if plain else json.dumps(v)
+
+    return [f"{indent}{f.name}: {value(f)}" for f in dataclasses.fields(cls)]
 
 
 def describe(cls: type, section: str) -> list[str]:

@@ -45,13 +45,18 @@ def follow_the_guide(root: Path) -> None:
 
 
 CHECK = """
-from recipes.methods.registry import REGISTRY
+from pathlib import Path
+from recipes.methods.registry import REGISTRY, main, settings
 from recipes.checks import check_config
 from recipes.train import compose
 from recipes.methods import cw_grpo
 
 print("methods:", " ".join(sorted(REGISTRY)))
-check_config(compose(["experiment=demo_cpu", "method=[grpo,my_method]"]))
+main(["--write-yaml"])  # step 3: `python -m recipes.methods.registry --write-yaml`
+print("yaml:", Path("configs/method/my_method.yaml").read_text().split("  my_method:\\n")[1].split("\\n")[0])
+cfg = compose(["experiment=demo_cpu", "method=[grpo,my_method]", "recipes.my_method.strength=0.2"])
+check_config(cfg)
+print("strength:", settings(cfg, "my_method").strength)
 check_config(compose(["experiment=demo_cpu", "method=[grpo,cw_grpo]"]))
 # a verl process that never imported the registry of methods: the plugin's hooks register the losses
 import subprocess, sys
@@ -80,6 +85,7 @@ def test_the_guides_example_registers_and_every_other_method_still_does(tmp_path
     assert lines["methods"].split() == sorted(
         ["cw_grpo", "dapo", "dr_grpo", "grpo", "my_method", "prompt_aug", "prorl", "ta_grpo"]
     )
+    assert lines["yaml"] == "    strength: 0.1" and lines["strength"] == "0.2"
     losses = set(lines["losses"].split())
     assert "my_method" in losses and "vanilla" in losses
     assert set(lines["cw_grpo"].split()) <= losses and len(lines["cw_grpo"].split()) == 8

@@ -78,20 +78,34 @@ def test_every_method_yaml_marks_itself_and_is_registered():
     assert sorted(m.name for m in registry.REGISTRY.values() if m.baseline) == ["dapo", "dr_grpo", "grpo"]
 
 
-@pytest.mark.parametrize("name", [n for n, m in registry.REGISTRY.items() if m.settings is not None])
-def test_method_yaml_values_are_the_dataclass_defaults(name):
-    """Each setting's value is written in the YAML (so Hydra can override it) and described once, in
-    the dataclass: the two must agree (an interpolation in the YAML is the dataclass's business)."""
-    section = yaml.safe_load((REPO / "configs" / "method" / f"{name}.yaml").read_text())["recipes"][name]
-    cls = registry.REGISTRY[name].settings
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    assert set(section) == set(fields)
-    for key, value in section.items():
-        if isinstance(value, str) and value.startswith("${"):
-            continue
-        assert value == getattr(cls(), key), f"{name}.{key}"
-    for f in fields.values():
-        assert f.metadata["help"], f"{name}.{f.name} has no help"
+@pytest.mark.parametrize("path", registry.GENERATED, ids=lambda p: p.stem)
+def test_yaml_settings_are_generated_from_the_dataclasses(path):
+    """Each default is written once, in its dataclass; the YAML's block is generated from it (Hydra
+    needs the keys there to override them)."""
+    assert registry.generated_yaml(path) == path.read_text(), (
+        "python -m recipes.methods.registry --write-yaml"
+    )
+    assert path in registry.GENERATED and len(registry.GENERATED) == 1 + len(registry.REGISTRY)
+
+
+def test_every_setting_has_its_help():
+    for _, section, cls in registry.sections():
+        for f in dataclasses.fields(cls):
+            assert f.metadata["help"], f"{section}.{f.name} has no help"
+
+
+def test_a_composed_method_gets_the_dataclass_defaults(tmp_path):
+    from recipes.train import compose
+
+    cfg = compose(["experiment=demo_cpu", "method=[grpo,prompt_aug,ta_grpo,prorl]", "data.seed=7"])
+    for name in ("ta_grpo", "prorl"):
+        assert registry.settings(cfg, name) == registry.REGISTRY[name].settings(), name
+    expected = dataclasses.replace(registry.REGISTRY["prompt_aug"].settings(), seed=7)  # YAML: ${data.seed}
+    assert registry.settings(cfg, "prompt_aug") == expected
+    # a default edited in the YAML by hand is what the generator puts back
+    text = (REPO / "configs" / "method" / "prorl.yaml").read_text()
+    (tmp_path / "prorl.yaml").write_text(text.replace("    reset_every: 200\n", "    reset_every: 100\n"))
+    assert registry.generated_yaml(tmp_path / "prorl.yaml") == text
 
 
 def test_active_methods_come_from_the_method_choice():
@@ -116,7 +130,11 @@ def test_hubs_name_no_method():
     import re
 
     method_modules = {m for m, tree in _trees().items() if "METHOD" in _assigned(tree)}
-    assert method_modules >= {"recipes.methods.ta_grpo", "recipes.methods.prompt_aug", "recipes.methods.prorl"}
+    assert method_modules >= {
+        "recipes.methods.ta_grpo",
+        "recipes.methods.prompt_aug",
+        "recipes.methods.prorl",
+    }
     graph = module_imports()
     for path in HUBS:
         hub = path.removesuffix(".py").replace("/", ".")

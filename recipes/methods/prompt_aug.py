@@ -1,6 +1,6 @@
 """Prompt augmentation as a method of this project (Lu, Huang, Balestriero 2026, arXiv 2602.03190;
 docs/methods.md#prompt-augmentation): its settings, checks and trainer hooks. The templates and the
-seeded draw are the `prompt_aug` package; `PromptAugPrompts` picks each rollout's template, which the
+seeded draw are the `prompt_templates` package; `PromptAugPrompts` picks each rollout's template, which the
 agent loop (recipes/extensions/agent_loop.py) puts around the question, and the reward (recipes/methods/reward.py) adds
 the template's format score.
 
@@ -51,6 +51,7 @@ class PromptAugSettings:
         ">= 0",
         "the draw is a pure function of (seed, epoch, row, rollout), so a resumed run repeats it "
         "(the YAML sets ${data.seed})",
+        yaml="${data.seed}",
     )
     val_template: str = setting(
         "qwen-math",

@@ -22,11 +22,13 @@ reads those marks.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from omegaconf import OmegaConf
 
 from recipes.methods import cw_grpo, prompt_aug, prorl, reward, ta_grpo
 from recipes.methods.base import Method
-from recipes.settings import ConfigError, describe, load, markdown
+from recipes.settings import ConfigError, describe, load, markdown, yaml_lines
 
 
 def _baseline(name: str, summary: str) -> Method:
@@ -103,6 +105,48 @@ def sections() -> list[tuple[str, str, type]]:
     ]
 
 
+def _generated(lines: list[str], header: str, cls: type, source: str, after: str | None = None) -> None:
+    """Put `header` and `cls`'s settings under it into `lines` (replacing what was there, or right
+    after the line `after`), with a note saying where they come from."""
+    indent = header[: len(header) - len(header.lstrip())]
+    if header in lines:
+        at = end = lines.index(header)
+        while end + 1 < len(lines) and lines[end + 1].startswith(indent + "  "):
+            end += 1
+        at -= lines[at - 1].lstrip().startswith("# generated from")
+        del lines[at : end + 1]
+    else:  # right after the line `after` (a comment may follow it)
+        at = [line.split("#")[0].rstrip() for line in lines].index(after) + 1
+    note = (
+        f"{indent}# generated from the settings dataclass in {source}, which says what each means: "
+        "edit it there, then `python -m recipes.methods.registry --write-yaml`"
+    )
+    lines[at:at] = [note, header, *yaml_lines(cls, indent + "  ")]
+
+
+def generated_yaml(path: Path) -> str:
+    """A config file with its settings blocks generated from the dataclasses, so each default is
+    written once (the keys must be in the YAML for Hydra to override them): configs/train.yaml's
+    training reward, and each configs/method/<name>.yaml's `recipes.<name>`."""
+    lines = path.read_text().splitlines()
+    if path.name == "train.yaml":
+        _generated(
+            lines,
+            f"    {reward.SECTION.rpartition('.')[2]}:",
+            reward.RewardSettings,
+            "recipes/methods/reward.py",
+        )
+    elif REGISTRY[path.stem].settings is not None:
+        name = path.stem
+        settings = REGISTRY[name].settings
+        _generated(lines, f"  {name}:", settings, f"recipes/methods/{name}.py", after=f"    {name}: true")
+    return "\n".join(lines) + "\n"
+
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+GENERATED = [CONFIGS / "train.yaml", *sorted((CONFIGS / "method").glob("*.yaml"))]
+
+
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
@@ -115,7 +159,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--markdown", action="store_true", help="print docs/settings.md instead of plain text"
     )
+    parser.add_argument(
+        "--write-yaml",
+        action="store_true",
+        help="rewrite the settings blocks of configs/train.yaml and configs/method/*.yaml from the dataclasses",
+    )
     args = parser.parse_args(argv)
+    if args.write_yaml:
+        for path in GENERATED:
+            path.write_text(generated_yaml(path))
+        return
     if args.markdown:
         print(markdown(sections()), end="")
         return
