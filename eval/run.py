@@ -5,29 +5,12 @@
         --decoding sample --n 32 --k 1,2,4,8,16,32                          # TA-GRPO's pass@k
     python -m eval.run --model PATH --out DIR --data-dir DATA_DIR --backend hf --limit 20  # local JSONL files
 
-Defaults reproduce the prompt-augmentation paper's evaluation (Lu, Huang, Balestriero 2026, arXiv
-2602.03190; docs/methods.md#prompt-augmentation): benchmarks AIME24, AMC (83), MATH500, Minerva, OlympiadBench
-(1,560 questions); the `qwen-math` template; greedy decoding repeated 5 times ("greedy avg@5",
-mean and spread over the 5 runs); at most 3,000 new tokens in a model length of 4,096; the answer
-is the last `\\boxed{}` (grading `boxed`). Prints the table (format in docs/eval.md) and writes:
-
-    OUT/samples.jsonl  every sample (benchmark, question id, repeat, response, extracted answer,
-                       correct, tokens, ...), appended as generated
-    OUT/summary.json   per-benchmark accuracy (mean, std, min, max over runs), pass@k, and the
-                       per-benchmark and per-question averages (eval/metrics.py)
-    OUT/table.md       the table;  OUT/config.json, OUT/runs.jsonl: settings and invocations
-
-OUT must not be inside the model folder. Rerunning the same command resumes: finished samples are
-kept and never generated again (eval/results.py). Sampling (`--decoding sample`) draws n samples per
-question at a temperature and reports the unbiased pass@k (eval.metrics.pass_at_k) for each k;
-it is seeded, but a resumed run draws its missing samples afresh.
-
-Hardware: `--backend vllm` (the default wherever vLLM can run: a GPU with vLLM, or vLLM's CPU
-build) runs one vLLM engine for all benchmarks and repeats, all prompts of a repeat in one generate
-call. On a CPU its KV cache gets a fixed size (`--kv-cache-memory`, default 512M) instead of a share
-of memory, and it runs eagerly (eval/backends.py); the engine takes about a minute to start on 2
-cores. `--backend hf` (the default without vLLM) runs transformers `generate` in batches, on a CPU or
-a GPU; on a CPU it is slower than vLLM (scripts/bench/eval_backend_bench.py).
+The defaults are the prompt-augmentation paper's evaluation (greedy avg@5 of the `qwen-math`
+template on AIME24, AMC, MATH500, Minerva and OlympiadBench, the last `\\boxed{}` graded). It writes
+OUT/samples.jsonl (every sample, appended as generated), OUT/summary.json, OUT/table.md,
+OUT/config.json and OUT/runs.jsonl; rerunning the same command resumes without generating a
+finished sample again. Backends: vLLM (a GPU, or vLLM's CPU build) or transformers (`--backend hf`).
+docs/eval.md has the table's format, every option and what each file holds.
 """
 
 from __future__ import annotations
