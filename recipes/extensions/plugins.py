@@ -1,7 +1,7 @@
 """What verl must find registered in every one of its processes (driver, task runner, actor and
 rollout workers, reward loop), loaded through our `verl.plugins` entry point on `import verl`:
 
-  platform "cpu"          defined here (blockers 3 and 8 of recipes/platforms/cpu.py)
+  platform "cpu"          defined here (blockers 3 and 8 of docs/cpu_platform.md)
   vLLM's CPU build answering for "vllm"  recipes/platforms/cpu_vllm.py (first, before verl imports vLLM)
   deterministic kernels   recipes/platforms/determinism.py (when recipes.train exported RECIPES_DETERMINISTIC=1)
 and, once the process imports the verl module they extend (`AFTER_IMPORT` below):

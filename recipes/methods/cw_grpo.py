@@ -6,40 +6,15 @@ Per valid response token (i, t), with M the response mask and N = sum(M):
     sigma = std of c over the valid tokens (population std)
     w_it  = exp(-c_it^2 / (2 sigma^2))
     w~_it = w_it * N / sum_valid(w)               (the loss keeps its expected scale)
-and the loss is verl's `vanilla` PPO-clip loss (clipping, dual-clip, loss aggregation, rollout
-importance weights unchanged; the KL term is added by verl outside the policy loss) with w~ * A in
-place of A. The paper's defaults: both means over the valid tokens of the batch, normalization
-over the valid tokens, weights constants (no gradient through them).
+and the loss is verl's `vanilla` PPO-clip loss with w~ * A in place of A. The losses are registered
+under the names `cw_grpo[-seqlogp][-allpos][-grad]` (`actor_rollout_ref.actor.policy_loss.loss_mode`;
+all 8): `cw_grpo` is the paper's defaults, the suffixes the authors' code's choices (per-sequence
+log-prob mean, normalization over all positions, gradient through the weights).
 
-Options (the authors' public TRL code), chosen by the loss NAME so that they reach verl's workers
-through `actor_rollout_ref.actor.policy_loss.loss_mode`, a key verl already ships to them (its
-PolicyLossConfig rejects unknown keys). The name is `cw_grpo` followed by any of these suffixes,
-in this order:
-    -seqlogp   the log-prob is centred per sequence (over that sequence's valid tokens)
-    -allpos    normalization over all B x T positions including padding; a padding position
-               counts with c = 0, i.e. weight 1: w~ = w * B*T / (sum_valid(w) + #padding)
-    -grad      the weights are not detached: the gradient also flows through w~ (via log pi)
-e.g. `cw_grpo` (the paper) or `cw_grpo-seqlogp-allpos-grad` (the authors' code). All 8 are
-registered.
-
-Statistics are those of ONE loss call. verl calls the policy loss once per micro-batch
-(`ppo_micro_batch_size_per_gpu`, or the token budget with `use_dynamic_bsz`), per data-parallel
-rank: the means and sigma are micro-batch statistics, so a smaller micro-batch gives noisier
-weights and a different set of tokens counts as extreme. The authors' TRL code computes them per
-forward pass of 12 completions per device; the cw_grpo_open_rs preset matches that with fixed
-micro-batches of 12 (dynamic batching, which packs by tokens, would vary the set). Padding and the
-order of samples within a call do not change the result (tested).
-
-Degenerate calls (all advantages equal, a single valid token, sigma = 0) give w~ = 1, i.e.
-exactly the vanilla loss, never NaN.
-
-Metrics (verl averages them over micro-batches and logs them as actor/cw_grpo/*): weight_min,
-weight_mean, frac_below_0.5 (share of valid tokens with w~ < 0.5), sigma, and the covariance
-statistics of the paper's Table 1: cov_pos_top_<p>pct and cov_neg_top_<p>pct, the
-mean of the largest p% of the positive (most negative p% of the negative) c values, p in 0.01, 1,
-20, 40, 100 (our reading of Table 1: its 100% row, 0.06, can only be a mean). 0.01%, 1% and 100%
-are exact; 20% and 40% come from an evenly strided sample of at most 8,192 values, because a full
-sort per call would cost twice the loss itself. Policy entropy is verl's actor/entropy.
+Guarantees: the statistics are those of one loss call (one micro-batch on one rank); padding and the
+order of samples in a call do not change the result; a degenerate call (all advantages equal, one
+valid token, sigma = 0) gives w~ = 1, exactly the vanilla loss, never NaN. Metrics: actor/cw_grpo/*
+(docs/metrics.md).
 """
 
 from __future__ import annotations

@@ -3,37 +3,18 @@ a k3 KL penalty to a reference policy that is hard-reset to the current policy, 
 optimizer state, on a schedule or when training degrades. verl has no such reset; this module adds
 it at three levels.
 
-1. `ResetController` (driver, pure Python): decides after each step, and after each validation,
-   whether to reset. Triggers (each off unless set; any mix):
-     interval     every `reset_every` steps since the last reset (the run start counts as one)
-     kl_spike     the step's KL (`kl_metric`, verl's `actor/kl_loss`) above `kl_threshold` for
-                  `kl_patience` consecutive steps
-     val_decline  the validation metric `val_metric` more than `val_decline` below its best
-     val_plateau  `val_plateau` validations in a row without a new best of `val_metric`
-   `min_gap` steps must separate two resets: a trigger that fires sooner is dropped (and counted
-   in `prorl/suppressed`); a KL streak keeps counting, so a spike that lasts fires once allowed.
-   A reset starts a new phase: the KL streak, the best validation value and the plateau count
-   start again. A validation trigger fires after the validation of step N, which verl runs after
-   step N's checkpoint; the reset is applied at the start of step N+1 (the weights are the same:
-   step N's), and the decision is written into step N's checkpoint so a resumed run applies it.
-2. `ProRLWorker` (every actor worker): verl's `ActorRolloutRefWorker` plus worker methods that
-   copy the actor's parameters into the reference module in place (the same FSDP sharding; each
-   rank copies its own shard; the reference may be CPU-offloaded and in another dtype), clear the
-   optimizer state (AdamW restarts from zero moments and step 0; the learning-rate schedule and
-   the parameter groups' learning rate are untouched), and save / load the reference's shards.
-3. The trainer (recipes/extensions/trainer.py) calls them from its step, logs each reset, and keeps the
-   controller state and the reference snapshot with each checkpoint:
-     global_step_N/prorl_state.json          controller state (resets, streaks, best, pending)
-     global_step_N/prorl_reference/rank_R.pt  this rank's reference shards, once a reset happened
-                                              (before the first reset the reference is the model
-                                              at actor_rollout_ref.model.path)
-   Snapshots in step folders whose actor checkpoint verl has rotated away are deleted.
+1. `ResetController` (driver, pure Python): after each step and each validation, whether a trigger
+   of `ProRLSettings` (interval, kl_spike, val_decline, val_plateau) fires.
+2. `ProRLWorker` (every actor worker): verl's `ActorRolloutRefWorker` plus methods that copy each
+   rank's shard of the actor into the reference in place, clear the optimizer state, and save and
+   load the reference's shards.
+3. `ProRLHooks` (the trainer, recipes/extensions/trainer.py): applies the resets, logs prorl/*
+   (docs/metrics.md), and keeps the controller state (global_step_N/prorl_state.json) and the
+   reference (global_step_N/prorl_reference/rank_R.pt) with each checkpoint, so a resumed run
+   continues with the same reference and any pending reset.
 
-Metrics every step: prorl/resets (total so far), prorl/reset (1 on a step that reset),
-prorl/reset_kl (the KL of the step before the reset), prorl/reset_trigger/<name> (1 for the
-trigger that fired), prorl/steps_since_reset, prorl/kl_streak, prorl/suppressed;
-timing_s/prorl_reset is the reset's wall time and timing_s/prorl_snapshot the snapshot's share of
-timing_s/save_checkpoint.
+docs/methods.md#prorl is where the triggers are explained: when each fires, `min_gap`, phases, when a
+validation trigger takes effect, and resuming.
 """
 
 from __future__ import annotations
@@ -166,7 +147,7 @@ class ControllerState:
 
 
 class ResetController:
-    """When to reset (module doc, 1.). `after_step` / `after_validation` return the trigger that
+    """When to reset (module doc, 1.; the triggers: docs/methods.md#prorl). `after_step` / `after_validation` return the trigger that
     fires, if any; the caller resets and then calls `record_reset`."""
 
     def __init__(self, settings: ProRLSettings, state: ControllerState | None = None):

@@ -1,43 +1,19 @@
 """verl's real trainer on a CPU: the shims it needs besides the platform and the vLLM rollout.
 
-verl 0.9.1 has no CPU device and no CPU rollout backend; with no GPU it assumes CUDA. This module,
-the platform in recipes/extensions/plugins.py and the vLLM shims in recipes/platforms/cpu_vllm.py get its V1 PPO trainer
-(FSDP2 actor, vLLM rollout server, agent loop, reward loop, TransferQueue) running on a CPU with a
-small model, without editing verl's files. `platform=cpu` (configs/platform/cpu.yaml) turns it on;
-the training entry point sets the environment below.
+The platform is in recipes/extensions/plugins.py, the vLLM shims in recipes/platforms/cpu_vllm.py;
+`platform=cpu` (configs/platform/cpu.yaml) turns them on. This module provides:
+  `CPU_ENV`          the environment that selects the platform (VERL_PLATFORM=cpu) and verl's FSDP
+                     engine, exported by the training entry point before Ray starts;
+  `PATCHES`          verl module -> patch, applied by our `verl.plugins` entry point in every process
+                     as soon as it imports that module, and only when VERL_PLATFORM=cpu:
+                     `patch_process_group` (11) and `patch_offload_policy` (10);
+  `check_precision`  float32 training, or bf16 only where the CPU has native kernels (13), with
+                     `compute_dtype`, `native_bf16` and `describe_cpu`.
 
-What it takes, and why (docs/cpu_platform.md tells the story):
-
- 1. TransferQueue wants ~10 one-CPU Ray actors: config `ray_init.num_cpus=32`, one storage unit.
- 2. The resource pool asks Ray for GPUs: config `ray_init.num_gpus=1`, a logical slot.
- 3. No CPU platform, so NCCL: `PlatformCPU` in recipes/extensions/plugins.py (device "cpu", gloo), chosen by
-    `VERL_PLATFORM=cpu`.
- 4. Training engines are registered for cuda only: `VERL_ENGINE_DEVICE=cuda
-    VERL_ENGINE_VENDOR=nvidia` (verl's FSDP engine itself runs on any torch device).
- 5. FlashAttention2 by default: config `attn_implementation=sdpa`.
- 6. FSDP1 needs an accelerator: config `strategy=fsdp2`, no torch.compile.
- 7. Rollouts only through vLLM/SGLang/TRT-LLM: vLLM's CPU build runs verl's own vLLM rollout,
-    with the shims of recipes/platforms/cpu_vllm.py.
- 8. torch.cuda memory/FLOPs/RNG utilities: `_CPUDeviceModule` (recipes/extensions/plugins.py), torch.cpu
-    plus no-op memory queries, a device name, and the CPU generator's state for checkpoints.
- 9. `current_device()` as an int means an accelerator index to torch: the platform returns
-    "cpu", as `torch.cpu.current_device()` does.
-10. The forward-only reference model is offloaded with pinned memory: `patch_offload_policy`.
-11. The process-group backend "cpu:gloo,<device>:<backend>" becomes "cpu:gloo,cpu:gloo", which
-    torch rejects: `patch_process_group`.
-12. Dataloader worker processes are killed noisily at exit: config `dataloader_num_workers=0`.
-13. verl's FSDP engine computes in `fsdp_config.mixed_precision.param_dtype`, bf16 unless set
-    (FSDP2 casts the gathered weights to it and the forward autocasts to it): config
-    `mixed_precision` fp32 for the actor and the reference. On CPUs without AMX or AVX512-BF16
-    (most laptops and CI runners) bf16 matmul is ~90x slower than float32; `check_precision`
-    allows bf16 only where the CPU has it, as an opt-in, and the run line names the precision.
-
-All of this touches verl internals, which is why verl is pinned exactly;
-tests/test_cpu_platform.py fails loudly when an upgrade breaks any of it.
-
-Our `verl.plugins` entry point (recipes/extensions/plugins.py) applies the patches in every Ray process, as
-soon as the process imports the verl module each one patches. Registering the "cpu" platform changes
-nothing on GPU machines: it is only chosen when `VERL_PLATFORM=cpu`.
+The numbers ("blocker N" in comments here, in recipes/extensions/plugins.py and in
+configs/platform/cpu.yaml) are the rows of the table of what verl needs on a CPU and why:
+docs/cpu_platform.md#the-rest-of-verl-on-a-cpu. All of it touches verl internals, which is why verl
+is pinned exactly; tests/test_cpu_platform.py fails loudly when an upgrade breaks any of it.
 """
 
 from __future__ import annotations

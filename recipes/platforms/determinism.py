@@ -1,34 +1,19 @@
 """`recipes.deterministic`: the same seed gives the same run, bit for bit, on a CPU.
 
-What makes two launches of one config differ, and what this setting does about each:
-
-  rollout sampling   vLLM draws every token from one engine-wide generator, so a response depends
-                     on which requests share a batch and in what order they arrived. On: each
-                     request carries its own seed, a pure function of (actor_rollout_ref.rollout.seed,
-                     epoch, row, session) for training rows and (seed, "val", row, session) for
-                     validation rows (recipes/extensions/agent_loop.py). A resumed run draws the seeds the uninterrupted
-                     run would have drawn.
-  sample order       TransferQueue hands the trainer a step's responses in the order they finished.
-                     Always (not only when on): rows get uids from the dataloader fetch count and
-                     the step's batch is sorted by key (recipes/extensions/trainer.py), so mini-batches and
-                     gradient sums see the samples in one order.
-  torch kernels      On: `torch.use_deterministic_algorithms(True, warn_only=True)` in every verl
-                     process, `CUBLAS_WORKSPACE_CONFIG=:4096:8`, `PYTHONHASHSEED=0`. Thread counts
-                     come from the environment Ray gives each worker (OMP_NUM_THREADS) and from
-                     vLLM's thread binding: the same from launch to launch on one machine.
-  chunked prefill    vLLM's CPU build crashes on a seeded request whose prompt is prefilled in
-                     chunks: platform=cpu turns chunked prefill off. vLLM then needs
-                     `max_num_batched_tokens` >= `max_model_len`, which verl defaults to the model's
-                     whole context (2,048 tokens for the tiny model, 8,192 for SmolLM2; a larger
-                     batch makes the engine's warm-up longer) and cannot raise itself (its config is
-                     frozen by then): before Ray starts, `max_model_len` is set to prompt + response
-                     length when unset, and `max_num_batched_tokens` raised to it when lower.
-
-What stays nondeterministic: on GPUs, vLLM's kernels are not batch-invariant (a request's logits
-depend on its batch), so seeded requests give the same tokens only as long as those logits agree
-to the last bit; DAPO's dynamic sampling (`algorithm.filter_groups`) keeps the groups that finish
-first, which depends on timing. Per-request seeds cost little on a CPU; on a GPU vLLM samples
-seeded requests one by one, so `platform=gpu` leaves this off.
+What the setting needs at each stage:
+  `check`             before Ray starts: refuses chunked prefill on a CPU (vLLM's CPU build
+                      crashes on seeded requests prefilled in chunks)
+  `prepare`           in the driver: when on, exports `ENV` (RECIPES_DETERMINISTIC=1,
+                      PYTHONHASHSEED=0, CUBLAS_WORKSPACE_CONFIG) for every Ray process; without
+                      chunked prefill, sets the rollout's `max_model_len` to prompt + response
+                      length when unset and raises `max_num_batched_tokens` to it
+  `request_seed`      each vLLM request's own seed, a pure function of the rollout seed and the
+                      request's coordinates (recipes/extensions/agent_loop.py)
+  `apply_in_process`  deterministic torch kernels in every verl process (recipes/extensions/plugins.py)
+One sample order per step is the trainer's, always on (recipes/extensions/trainer.py). platform=cpu
+turns the setting on; platform=gpu leaves it off (vLLM samples seeded requests one by one). What it
+guarantees, and what stays nondeterministic on GPUs:
+docs/running.md#reproducibility-the-same-seed-the-same-run.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Why platform=cpu trains in float32: this CPU's matmul speed in float32 and in bfloat16, and the
-dtype the platform chose for verl's FSDP engines (recipes/platforms/cpu.py, blocker 13).
+dtype the platform chose for verl's FSDP engines (blocker 13 of docs/cpu_platform.md).
 
     .venv/bin/python scripts/bench/cpu_precision.py [--size 1024] [--repeats 3]
 
