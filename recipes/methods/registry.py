@@ -129,17 +129,12 @@ def generated_yaml(path: Path) -> str:
     written once (the keys must be in the YAML for Hydra to override them): configs/train.yaml's
     training reward, and each configs/method/<name>.yaml's `recipes.<name>`."""
     lines = path.read_text().splitlines()
-    if path.name == "train.yaml":
-        _generated(
-            lines,
-            f"    {reward.SECTION.rpartition('.')[2]}:",
-            reward.RewardSettings,
-            "recipes/methods/reward.py",
-        )
-    elif REGISTRY[path.stem].settings is not None:
-        name = path.stem
-        settings = REGISTRY[name].settings
-        _generated(lines, f"  {name}:", settings, f"recipes/methods/{name}.py", after=f"    {name}: true")
+    name = path.stem
+    if name == "train":
+        _generated(lines, "    reward_kwargs:", reward.RewardSettings, "recipes/methods/reward.py")
+    elif REGISTRY[name].settings is not None:
+        source = f"recipes/methods/{name}.py"
+        _generated(lines, f"  {name}:", REGISTRY[name].settings, source, after=f"    {name}: true")
     return "\n".join(lines) + "\n"
 
 
