@@ -7,6 +7,7 @@ copied in and the method marked trained, which learning.py then keeps as finishe
 learning.py would make for every method is checked before Ray by recipes.train's own checks, in
 the second test. About 1 minute on 2 cores (20 held-out questions) after the reference run."""
 
+import importlib.util
 import json
 import os
 import shutil
@@ -24,7 +25,19 @@ SCRIPT = REPO / "scripts" / "bench" / "learning.py"
 
 
 def bench(out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(SCRIPT), "--methods", "grpo", "--model", "tiny", "--steps", "2", *extra]
+    cmd = [
+        sys.executable,
+        str(SCRIPT),
+        "--methods",
+        "grpo",
+        "--model",
+        "tiny",
+        "--steps",
+        "2",
+        "--pass-k",
+        "0",
+    ]
+    cmd += extra
     cmd += ["--eval-every", "1", "--eval-backend", "hf", "--limit", "20", "--out", str(out)]
     env = {**os.environ, "RECIPES_CACHE": str(cache), "RAY_DEDUP_LOGS": "0"}
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1100)
@@ -51,9 +64,24 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(e2e, tmp_path):
     test = pq.read_table(recipes_cache / "data" / "toy_arithmetic" / "test.parquet").to_pylist()
     assert [h["problem"] for h in heldout] == [r["prompt"][-1]["content"] for r in test[:20]]
     assert not {h["problem"] for h in heldout} & {r["prompt"][-1]["content"] for r in train}
+    # three phrasings of each, no training one among them, the answer kept; three-operation questions
+    rephrased = [
+        json.loads(line) for line in (out / "heldout" / "toy_rephrased.jsonl").read_text().splitlines()
+    ]
+    assert len(rephrased) == 60 and [r["answer"] for r in rephrased] == [
+        h["answer"] for h in heldout for _ in "abc"
+    ]
+    assert not {r["problem"] for r in rephrased} & {h["problem"] for h in heldout}
+    assert rephrased[0]["problem"].endswith(heldout[0]["problem"].split("?", 1)[1])  # the same instruction
+    ood = [json.loads(line) for line in (out / "heldout" / "toy_ood.jsonl").read_text().splitlines()]
+    assert len(ood) == 20 and len({o["problem"] for o in ood}) == 20
+    for o in ood:
+        expr = o["problem"].removeprefix("What is ").split("?")[0]
+        assert expr.count("(") >= 1 and sum(expr.count(op) for op in "+-*") == 3
+        assert eval(expr) == int(o["answer"]) >= 0  # noqa: S307 (digits and + - * ( ) only)
 
-    def acc(summary: Path) -> float:
-        return json.loads(summary.read_text())["per_question_average"]["accuracy"]["mean"]
+    def acc(summary: Path, name: str = "toy_heldout") -> float:
+        return json.loads(summary.read_text())["benchmarks"][name]["accuracy"]["mean"]
 
     initial = acc(out / "eval_step0" / "summary.json")
     steps = {s: acc(out / "runs" / "grpo" / "eval" / f"global_step_{s}" / "summary.json") for s in (1, 2)}
@@ -62,6 +90,12 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(e2e, tmp_path):
     g = s["grpo"]
     assert g["initial_acc"] == initial and g["final_acc"] == steps[2]
     assert g["best_acc"] == max(initial, *steps.values())
+    second = g["acc_second_rule_by_step"]  # the independent rule, from the same samples
+    assert set(second) == {"0", "1", "2"} and all(0 <= v["mean"] <= 1 for v in second.values())
+    assert g["n_seeds"] == 1 and g["final_acc_range"] == [steps[2], steps[2]]
+    last = out / "runs" / "grpo" / "eval" / "global_step_2" / "summary.json"
+    assert g["acc_ood_by_step"]["2"]["mean"] == acc(last, "toy_ood")
+    assert g["acc_rephrased_by_step"]["2"]["mean"] == acc(last, "toy_rephrased")
     assert g["steps"] == 2 and g["heldout_n"] == 20 and g["wall_s"] > 0
     table = (out / "summary.md").read_text()
     assert f"| grpo | {100 * initial:.1f}% | {100 * steps[2]:.1f}% |" in table
@@ -107,3 +141,84 @@ def test_every_methods_training_launch_passes_the_checks_before_ray(method, tmp_
     check_config(cfg)
     assert cfg.trainer.total_training_steps == 30 and cfg.trainer.save_freq == 10
     assert cfg.recipes.methods[method] and cfg.recipes.methods["grpo"]
+
+
+def load_learning(name: str = "learning"):
+    """scripts/bench/<name>.py as a module (scripts are run as files, not imported as a package)."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPT.with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    "text, answer",
+    [
+        ("11 * 11 = 121. The answer is within \\boxed{}.", "121"),  # SmolLM2's empty box: last number
+        ("so \\boxed{42} and then 7 more words 9", "42"),  # a box wins over later numbers
+        ("\\boxed{3} first, finally \\boxed{ 1,024 }", "1024"),  # the last non-empty box; commas go
+        ("\\boxed{x = 5} then \\boxed{}", "5"),  # the last number inside the box
+        ("\\boxed{\\frac{1}{2}}", "2"),  # nested braces balanced; the last number in it
+        ("\\boxed{no number} but 17 later", "17"),  # a box without a number: the response's last
+        ("difference is -8", "-8"),
+        ("no digits at all", None),
+        ("\\boxed{12", "12"),  # an unclosed box is not a box: the last number
+    ],
+)
+def test_the_second_grading_rule_reads_these_answers(text, answer):
+    assert load_learning("learning_sets").second_rule_answer(text) == answer
+
+
+def test_second_rule_accuracy_is_a_per_question_mean(tmp_path):
+    learning = load_learning("learning_sets")
+    samples = tmp_path / "samples.jsonl"
+    rows = [("a", 0, "\\boxed{5}"), ("a", 1, "it is 4"), ("b", 0, "The answer is within \\boxed{}. 7")]
+    samples.write_text(
+        "".join(
+            json.dumps({"benchmark": "toy_heldout", "question_id": q, "repeat": r, "response": t}) + "\n"
+            for q, r, t in rows
+        )
+    )
+    assert learning.second_rule_accuracy(samples, {"a": "5", "b": "7.0"}) == pytest.approx((0.5 + 1.0) / 2)
+    assert not learning.second_rule_correct("\\boxed{5}", "five")
+
+
+def test_pass_at_k_samples_k_at_the_training_temperature_instead_of_one_greedy_run(tmp_path):
+    learning = load_learning()
+    greedy = learning.eval_args(tmp_path, 96, "vllm")
+    args = learning.sampled(greedy, 8, 1.0)
+    assert "--repeats" not in args and args[args.index("--decoding") + 1] == "sample"
+    assert args[args.index("--n") + 1] == "8" and args[args.index("--k") + 1] == "1,8"
+    assert args[args.index("--temperature") + 1] == "1.0"
+    assert greedy[greedy.index("--benchmarks") + 1] == "toy_heldout,toy_rephrased,toy_ood"
+    assert args[args.index("--benchmarks") + 1] == "toy_heldout"  # pass@k of the held-out set only
+    rest = [
+        a for a in args if a not in ("--decoding", "sample", "--n", "8", "--k", "1,8", "--temperature", "1.0")
+    ]
+    assert rest == [
+        "toy_heldout" if a == "toy_heldout,toy_rephrased,toy_ood" else a
+        for a in greedy
+        if a not in ("--repeats", "1")
+    ]
+
+
+def test_spread_over_seeds_keeps_the_steps_every_seed_reached():
+    s = load_learning().spread([{0: 0.1, 10: 0.3}, {0: 0.1, 10: 0.5, 20: 0.9}])
+    assert list(s) == ["0", "10"]
+    assert s["10"] == {"mean": pytest.approx(0.4), "min": 0.3, "max": 0.5}
+
+
+def test_paired_difference_to_grpo_by_seed_with_a_bootstrap_interval():
+    learning = load_learning()
+    questions = [str(i) for i in range(10)]
+    grpo = [
+        {"correct": {q: float(int(q) < 5) for q in questions}},
+        {"correct": {q: float(int(q) % 2) for q in questions}},
+    ]
+    better = [{"correct": dict.fromkeys(questions, 1.0)} for _ in grpo]
+    d = learning.paired_difference(better, grpo)
+    assert d["per_seed"] == [0.5, 0.5] and d["diff"] == 0.5  # each seed: 5 more of 10 right
+    low, high = d["ci95"]
+    assert 0 < low < 0.5 < high <= 1 and d["beyond_noise"]
+    same = learning.paired_difference(grpo, grpo)
+    assert same["diff"] == 0 and same["ci95"] == [0.0, 0.0] and not same["beyond_noise"]

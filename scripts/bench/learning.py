@@ -1,37 +1,27 @@
 """Does it learn? Train each method on the same task for the same steps through verl's real trainer
-on the CPU, and measure held-out greedy accuracy before training and at every checkpoint.
+on the CPU, and measure held-out accuracy before training and at every checkpoint, over seeds.
 
     .venv/bin/python scripts/bench/learning.py --methods grpo --out results/learning
-    .venv/bin/python scripts/bench/learning.py --methods grpo,prompt_aug,ta_grpo,cw_grpo,prorl --out DIR
+    .venv/bin/python scripts/bench/learning.py --methods grpo,prompt_aug,ta_grpo,cw_grpo,prorl --seeds 3 --out DIR
     .venv/bin/python scripts/bench/learning.py --methods grpo --steps 2 --eval-every 1 --model tiny --out DIR
 
-The task: the toy arithmetic questions (`python -m recipes.tools.data toy_arithmetic`: 2,000 train and
-200 held-out test questions, seed 0; no question is in both). The preset is
-configs/experiment/learning_cpu.yaml (SmolLM2-135M-Instruct); each method is added to GRPO as in
-`method=[grpo,<method>]`, with the settings of METHOD_OVERRIDES below.
-
-For each method:
-  1. `python -m recipes.train experiment=learning_cpu method=[...]`, a checkpoint every
-     --eval-every steps, into OUT/runs/<method>/ (verl's console and log lines in train.log);
-  2. `python -m eval.iterate` over those checkpoints: greedy decoding (one run: greedy repeats
-     agree), the held-out questions under the training prompt (the question plus the
-     step-by-step instruction as the user turn), the project's grader with the training
-     reward's rule (`--grading lenient`), vLLM (--eval-backend hf: transformers);
-The model before training is evaluated once, with `python -m eval.run`, and is step 0 of every
-curve. Then OUT/summary.json ({"<method>": {"initial_acc", "final_acc", "best_acc", "steps",
-"wall_s", "heldout_n"}}), OUT/summary.md (the table) and OUT/learning.png (held-out accuracy and
-train reward against the step, one curve per method) are written.
-
-wall_s is the method's training launch (start-up included) plus its checkpoint evaluations.
-A rerun with the same OUT skips what is finished: a trained method (its train.done file), an
-evaluated checkpoint (eval.iterate's own resume). Needs no GPU.
+The task: the toy arithmetic questions (2,000 train, 200 held-out test, none in both), the preset
+configs/experiment/learning_cpu.yaml (SmolLM2-135M-Instruct), each method added to GRPO with the
+settings of METHOD_OVERRIDES. Each seed (`--seeds N`) has its own data order and rollout seed; the
+held-out questions are the same. For each method and seed: a `python -m recipes.train` launch into
+OUT/runs/<method>[_seed<i>]/ with a checkpoint every --eval-every steps, then `python -m eval.iterate`
+over the checkpoints (greedy, the training reward's rule) and, with --pass-k K, K samples per
+question at the training temperature (pass@K). The held-out sets (scripts/bench/learning_sets.py):
+the test split, its questions rephrased three ways, and three-operation questions; each held-out
+response is also graded by a second rule written apart from the project's grader. Writes OUT/summary.json (per method: each
+curve's mean and range over seeds, each seed's curves, and the paired difference to GRPO with a
+bootstrap interval), OUT/summary.md and OUT/learning.png. A rerun with the same OUT keeps what is
+finished; docs/learning.md has the results and how to read them.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -41,6 +31,16 @@ from pathlib import Path
 from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from learning_sets import (  # noqa: E402  (the held-out sets and the second grading rule)
+    BENCH,
+    SETS,
+    correct_by_question,
+    heldout_answers,
+    second_rule_accuracy,
+    write_heldout,
+)
+
 METHODS = ("grpo", "prompt_aug", "ta_grpo", "cw_grpo", "prorl")
 # What each method changes for this benchmark, beyond its own configs/method/<name>.yaml.
 METHOD_OVERRIDES = {
@@ -54,21 +54,33 @@ METHOD_OVERRIDES = {
     # the report resets every few hundred steps of thousands; scaled to this run's length
     "prorl": ["recipes.prorl.reset_every=10"],
 }
-BENCH = "toy_heldout"
 
 
 def method_list(method: str) -> str:
     return "[grpo]" if method == "grpo" else f"[grpo,{method}]"
 
 
-def train_overrides(base: list[str], method: str, steps: int, eval_every: int, run: Path) -> list[str]:
-    """The `recipes.train` overrides of one method's training launch."""
+SEED = 42  # verl's defaults of data.seed and rollout.seed: seed 0 of the benchmark
+
+
+def run_dir(out: Path, method: str, seed: int) -> Path:
+    """Where a method's run of one seed goes (seed 0 where the single-seed benchmark put it)."""
+    return out / "runs" / (method if seed == 0 else f"{method}_seed{seed}")
+
+
+def train_overrides(
+    base: list[str], method: str, steps: int, eval_every: int, run: Path, seed: int = 0
+) -> list[str]:
+    """The `recipes.train` overrides of one method's training launch: each seed shuffles the
+    training data and seeds the rollouts differently; the held-out questions stay the same."""
     return [
         *base,
         f"method={method_list(method)}",
         f"trainer.total_training_steps={steps}",
         f"trainer.save_freq={eval_every}",
         f"recipes.output_dir={run}",
+        f"data.seed={SEED + seed}",
+        f"actor_rollout_ref.rollout.seed={SEED + seed}",
         *METHOD_OVERRIDES[method],
     ]
 
@@ -83,29 +95,14 @@ def run_logged(cmd: list[str], log: Path, env: dict | None = None) -> float:
     return time.time() - start
 
 
-def write_heldout(cache_overrides: list[str], out: Path, limit: int | None = None) -> int:
-    """The test split (its first `limit` rows) as eval.run's local benchmark file: the user turn
-    the trainer shows."""
-    import pyarrow.parquet as pq
-
-    captured = io.StringIO()  # verl's import-time warnings (engines it cannot load on a CPU)
-    try:
-        with contextlib.redirect_stderr(captured):
-            from recipes.train import compose, prepare
-
-            cfg = compose(cache_overrides)
-            prepare(cfg)  # the model and the data, built once here (not inside a timed launch)
-    except BaseException:
-        sys.stderr.write(captured.getvalue())
-        raise
-    rows = pq.read_table(cfg.data.val_files).to_pylist()[:limit]
-    out.mkdir(parents=True, exist_ok=True)
-    lines = [
-        json.dumps({"problem": r["prompt"][-1]["content"], "answer": r["reward_model"]["ground_truth"]})
-        for r in rows
-    ]
-    (out / f"{BENCH}.jsonl").write_text("\n".join(lines) + "\n")
-    return len(rows)
+def sampled(greedy_args: list[str], k: int, temperature: float) -> list[str]:
+    """The evaluation arguments for pass@k: k samples per question at the training temperature
+    instead of one greedy run."""
+    args = list(greedy_args)
+    args[args.index("--benchmarks") + 1] = BENCH  # the held-out questions only
+    i = args.index("--repeats")
+    decoding = ["--decoding", "sample", "--n", str(k), "--k", f"1,{k}", "--temperature", str(temperature)]
+    return [*args[:i], *decoding, *args[i + 2 :]]
 
 
 def eval_args(heldout_dir: Path, max_new_tokens: int, backend: str) -> list[str]:
@@ -115,7 +112,7 @@ def eval_args(heldout_dir: Path, max_new_tokens: int, backend: str) -> list[str]
         "--data-dir",
         str(heldout_dir),
         "--benchmarks",
-        BENCH,
+        ",".join(SETS),
         "--template",
         "none",
         "--grading",
@@ -132,8 +129,9 @@ def eval_args(heldout_dir: Path, max_new_tokens: int, backend: str) -> list[str]
     ]
 
 
-def accuracy(summary_file: Path) -> float:
-    return json.loads(summary_file.read_text())["per_question_average"]["accuracy"]["mean"]
+def accuracy(summary: dict, name: str = BENCH) -> float:
+    """One held-out set's accuracy in an eval.run summary (mean over its questions)."""
+    return summary["benchmarks"][name]["accuracy"]["mean"]
 
 
 def train_metrics(run: Path) -> list[dict]:
@@ -151,10 +149,16 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--methods", default="grpo", help=f"comma-separated subset of {','.join(METHODS)}")
     p.add_argument("--out", type=Path, required=True, help="results folder (reused: finished work is kept)")
     p.add_argument("--steps", type=int, default=30, help="training steps per method (default 30)")
+    p.add_argument(
+        "--seeds", type=int, default=1, help="runs per method, each its own data order and rollout seed (1)"
+    )
     p.add_argument("--eval-every", type=int, default=10, help="checkpoint and evaluate every N steps")
     p.add_argument("--model", default="smollm2_135m", help="configs/model/ name (default smollm2_135m)")
     p.add_argument("--limit", type=int, help="only the first N held-out questions (quick checks)")
     p.add_argument("--eval-backend", default="vllm", choices=("vllm", "hf"), help="eval backend (vllm)")
+    p.add_argument(
+        "--pass-k", type=int, default=8, help="pass@k at the training temperature, k samples (0: off; 8)"
+    )
     p.add_argument(
         "--report-only",
         action="store_true",
@@ -166,8 +170,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     unknown = sorted(set(methods) - set(METHODS))
     if unknown or not methods:
         p.error(f"--methods: unknown {unknown}; choose from {','.join(METHODS)}")
-    if args.steps < 1 or args.eval_every < 1 or (args.limit is not None and args.limit < 1):
-        p.error("--steps, --eval-every and --limit must be >= 1")
+    if min(args.steps, args.eval_every, args.seeds, args.limit or 1) < 1 or args.pass_k < 0:
+        p.error("--steps, --eval-every, --seeds and --limit must be >= 1, --pass-k >= 0")
     return args, methods
 
 
@@ -179,6 +183,8 @@ class Task(NamedTuple):
     heldout_n: int
     eval_args: list[str]  # eval.run's and eval.iterate's
     report_only: bool
+    pass_k: int  # pass@k of k samples per question at the training temperature (0: not measured)
+    temperature: float  # the training rollouts' temperature
 
 
 def initial_accuracy(task: Task, model_path: str) -> float:
@@ -187,19 +193,32 @@ def initial_accuracy(task: Task, model_path: str) -> float:
     if not (initial_dir / "summary.json").exists() and not task.report_only:
         cmd = [sys.executable, "-m", "eval.run", "--model", model_path, "--out", str(initial_dir)]
         run_logged([*cmd, *task.eval_args], task.out / "eval_step0.log")
-    initial = accuracy(initial_dir / "summary.json")
+    initial = accuracy(json.loads((initial_dir / "summary.json").read_text()))
+    if task.pass_k and not (task.out / "eval_step0_pass" / "summary.json").exists() and not task.report_only:
+        cmd = [
+            sys.executable,
+            "-m",
+            "eval.run",
+            "--model",
+            model_path,
+            "--out",
+            str(task.out / "eval_step0_pass"),
+        ]
+        run_logged(
+            [*cmd, *sampled(task.eval_args, task.pass_k, task.temperature)], task.out / "eval_step0.log"
+        )
     print(f"step 0 (before training): held-out accuracy {initial:.3f}", flush=True)
     return initial
 
 
-def train_method(task: Task, method: str, run: Path, steps: int, eval_every: int) -> float:
+def train_method(task: Task, method: str, run: Path, steps: int, eval_every: int, seed: int = 0) -> float:
     """Train one method unless its train.done says it was; the launch's seconds."""
     timing_file = run / "train.done"
     if timing_file.exists():
         return json.loads(timing_file.read_text())["wall_s"]
     cmd = [sys.executable, "-m", "recipes.train"]
-    cmd += train_overrides(task.base, method, steps, eval_every, run)
-    print(f"{method}: training {steps} steps ...", flush=True)
+    cmd += train_overrides(task.base, method, steps, eval_every, run, seed)
+    print(f"{run.name}: training {steps} steps ...", flush=True)
     env = {**os.environ, "RAY_DEDUP_LOGS": "0"}
     train_s = run_logged(cmd, run / "train.log", env)
     timing_file.write_text(json.dumps({"wall_s": train_s}))
@@ -216,6 +235,9 @@ def evaluate_method(task: Task, method: str, run: Path) -> float:
         cmd = [sys.executable, "-m", "eval.iterate", str(run / "checkpoints")]
         print(f"{method}: evaluating its checkpoints ...", flush=True)
         eval_s = run_logged([*cmd, *task.eval_args], run / "eval.log")
+        if task.pass_k:
+            args = [*sampled(task.eval_args, task.pass_k, task.temperature), "--out", str(run / "eval_pass")]
+            eval_s += run_logged([*cmd, *args], run / "eval.log")
     elif step_rows(run / "eval"):  # checkpoints deleted to save disk; their scores are kept
         print(f"{method}: no checkpoints left; reusing the evaluations in {run / 'eval'}", flush=True)
         eval_s = 0.0
@@ -227,38 +249,130 @@ def evaluate_method(task: Task, method: str, run: Path) -> float:
     return eval_s
 
 
-def method_result(task: Task, method: str, run: Path, initial: float, wall_s: float) -> tuple[dict, dict]:
-    """The method's summary entry and its curves (held-out accuracy by step, train metrics)."""
+def scores(folder: Path, answers: dict[str, str]) -> dict[str, float]:
+    """One evaluated model's numbers (an eval.run results folder): accuracy on each held-out set
+    under the training reward's rule, and on toy_heldout under the second rule."""
+    summary = json.loads((folder / "summary.json").read_text())
+    return {
+        "acc": accuracy(summary),
+        "acc_rephrased": accuracy(summary, "toy_rephrased"),
+        "acc_ood": accuracy(summary, "toy_ood"),
+        "acc_second_rule": second_rule_accuracy(folder / "samples.jsonl", answers),
+    }
+
+
+def pass_at_k(folder: Path, k: int) -> float:
+    summary = json.loads((folder / "summary.json").read_text())
+    return summary["benchmarks"][BENCH]["pass_at_k"][str(k)]
+
+
+def step0(task: Task, answers: dict[str, str]) -> dict:
+    """The model before training (shared by every method and seed): step 0 of each curve."""
+    folder = task.out / "eval_step0"
+    result = {**scores(folder, answers), "correct": correct_by_question(folder / "samples.jsonl")}
+    if task.pass_k:
+        result["pass_k"] = pass_at_k(task.out / "eval_step0_pass", task.pass_k)
+    return result
+
+
+def seed_result(task: Task, run: Path, initial: dict, answers: dict[str, str]) -> dict:
+    """One method's run of one seed: each curve by step (step 0 is `initial`), the train metrics,
+    and each held-out question's correctness at the last step."""
     from eval.iterate import step_rows
 
-    evaluated = step_rows(run / "eval")  # eval.iterate's own reader: complete summaries, by step
-    acc = {0: initial} | {
-        r["step"]: r["summary"]["per_question_average"]["accuracy"]["mean"] for r in evaluated
+    # eval.iterate's own reader: the steps whose summaries are complete
+    folders = {r["step"]: run / "eval" / f"global_step_{r['step']}" for r in step_rows(run / "eval")}
+    by_step = {0: initial} | {s: scores(f, answers) for s, f in folders.items()}
+    result = {
+        key: {s: v[key] for s, v in by_step.items()} for key in initial if key not in ("correct", "pass_k")
     }
-    curves = {"acc": acc, "train": train_metrics(run)}
+    last = folders[max(folders)] / "samples.jsonl" if folders else None
+    result["correct"] = correct_by_question(last) if last else initial["correct"]
+    result["train"] = train_metrics(run)
+    if task.pass_k:  # pass@k at the training temperature
+        passes = {
+            r["step"]: run / "eval_pass" / f"global_step_{r['step']}" for r in step_rows(run / "eval_pass")
+        }
+        result["pass_k"] = {0: initial["pass_k"]} | {s: pass_at_k(f, task.pass_k) for s, f in passes.items()}
+    return result
+
+
+CURVES = {  # each curve's key in summary.json
+    "acc": "acc_by_step",  # toy_heldout, the training reward's rule
+    "acc_second_rule": "acc_second_rule_by_step",  # toy_heldout, the second rule
+    "acc_rephrased": "acc_rephrased_by_step",  # toy_rephrased
+    "acc_ood": "acc_ood_by_step",  # toy_ood
+    "pass_k": "pass@k_by_step",  # toy_heldout, k samples at the training temperature
+}
+
+
+def spread(by_seed: list[dict[int, float]]) -> dict[str, dict[str, float]]:
+    """Step -> mean, min and max over the seeds, at the steps every seed reached."""
+    steps = sorted(set.intersection(*(set(c) for c in by_seed)))
+    return {
+        str(s): {
+            "mean": _mean([c[s] for c in by_seed]),
+            "min": min(c[s] for c in by_seed),
+            "max": max(c[s] for c in by_seed),
+        }
+        for s in steps
+    }
+
+
+def method_summary(task: Task, name: str, seeds: list[dict], wall_s: float) -> dict:
+    """A method's summary entry: each curve's mean and range over seeds, each seed's own curves."""
+    curves = {key: spread([r[key] for r in seeds]) for key in CURVES if key in seeds[0]}
+    acc = {int(s): v["mean"] for s, v in curves["acc"].items()}
     last = max(acc)
     summary = {
-        "initial_acc": initial,
+        "initial_acc": acc[0],
         "final_acc": acc[last],
+        "final_acc_range": [curves["acc"][str(last)]["min"], curves["acc"][str(last)]["max"]],
         "best_acc": max(acc.values()),
         "steps": last,
         "wall_s": round(wall_s, 1),
         "heldout_n": task.heldout_n,
+        "n_seeds": len(seeds),
+        **{CURVES[key]: c for key, c in curves.items()},
+        "seeds": [
+            {CURVES[k]: {str(s): v for s, v in sorted(r[k].items())} for k in CURVES if k in r} for r in seeds
+        ],
     }
     print(
-        f"{method}: held-out accuracy {initial:.3f} -> {acc[last]:.3f} (best {max(acc.values()):.3f}) "
-        f"in {wall_s / 60:.1f} min",
+        f"{name}: held-out accuracy {acc[0]:.3f} -> {acc[last]:.3f} (best {max(acc.values()):.3f}; "
+        f"{len(seeds)} seed(s)) in {wall_s / 60:.1f} min",
         flush=True,
     )
-    return summary, curves
+    return summary
 
 
-def write_report(out: Path, summary: dict, curves: dict, heldout_n: int) -> None:
+def paired_difference(method: list[dict], grpo: list[dict], n_boot: int = 2000) -> dict:
+    """The method's final held-out accuracy minus GRPO's, seed by seed (same seed, same data order),
+    averaged over seeds; a 95% bootstrap interval over the held-out questions."""
+    import numpy as np
+
+    pairs = list(zip(method, grpo, strict=False))
+    ids = sorted(pairs[0][0]["correct"])
+    diffs = np.array(
+        [[m["correct"][q] - g["correct"][q] for q in ids] for m, g in pairs]
+    )  # seeds x questions
+    rng = np.random.default_rng(0)
+    boot = diffs[:, rng.integers(0, len(ids), size=(n_boot, len(ids)))].mean(axis=(0, 2))
+    low, high = np.percentile(boot, [2.5, 97.5])
+    return {
+        "diff": float(diffs.mean()),
+        "per_seed": [float(d) for d in diffs.mean(axis=1)],
+        "ci95": [float(low), float(high)],
+        "beyond_noise": bool(low > 0 or high < 0),
+    }
+
+
+def write_report(out: Path, summary: dict, results: dict, heldout_n: int) -> None:
     """OUT/summary.json, summary.md and learning.png, and the table on stdout."""
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    table = summary_table(summary, curves)
+    table = summary_table(summary, results)
     (out / "summary.md").write_text(table)
-    plot(curves, out / "learning.png", heldout_n)
+    plot(summary, results, out / "learning.png", heldout_n)
     from recipes.platforms.cpu import describe_cpu
 
     print(f"CPU: {describe_cpu()}")
@@ -278,23 +392,32 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = compose(base)
     response_len = int(cfg.data.max_response_length)
-    task = Task(
-        out, base, heldout_n, eval_args(heldout_dir, response_len, args.eval_backend), args.report_only
-    )
+    greedy = eval_args(heldout_dir, response_len, args.eval_backend)
+    temperature = float(cfg.actor_rollout_ref.rollout.temperature)
+    task = Task(out, base, heldout_n, greedy, args.report_only, args.pass_k, temperature)
     print(f"task: toy arithmetic, {heldout_n} held-out questions; model {args.model}; {args.steps} steps")
-    initial = initial_accuracy(task, str(cfg.actor_rollout_ref.model.path))
+    initial_accuracy(task, str(cfg.actor_rollout_ref.model.path))
+    answers = heldout_answers(heldout_dir)
+    initial = step0(task, answers)
 
-    summary, curves = {}, {}
+    summary, results = {}, {}
     for method in methods:
-        run = out / "runs" / method
-        run.mkdir(parents=True, exist_ok=True)
-        if args.report_only and not ((run / "train.done").exists() and step_rows(run / "eval")):
-            print(f"{method}: not finished yet; left out", flush=True)
-            continue
-        train_s = train_method(task, method, run, args.steps, args.eval_every)
-        eval_s = evaluate_method(task, method, run)
-        summary[method], curves[method] = method_result(task, method, run, initial, train_s + eval_s)
-    write_report(out, summary, curves, heldout_n)
+        done, wall_s = [], 0.0
+        for seed in range(args.seeds):
+            run = run_dir(out, method, seed)
+            run.mkdir(parents=True, exist_ok=True)
+            if args.report_only and not ((run / "train.done").exists() and step_rows(run / "eval")):
+                print(f"{run.name}: not finished yet; left out", flush=True)
+                continue
+            wall_s += train_method(task, method, run, args.steps, args.eval_every, seed)
+            wall_s += evaluate_method(task, method, run)
+            done.append(seed_result(task, run, initial, answers))
+        if done:
+            summary[method], results[method] = method_summary(task, method, done, wall_s), done
+    if "grpo" in results:
+        for method in summary.keys() - {"grpo"}:
+            summary[method]["vs_grpo"] = paired_difference(results[method], results["grpo"])
+    write_report(out, summary, results, heldout_n)
     return 0
 
 
@@ -302,55 +425,101 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-def first_last(train: list[dict], key: str, fmt: str) -> str:
-    values = [t[key] for t in train if key in t]
-    return f"{_mean(values[:5]):{fmt}} / {_mean(values[-5:]):{fmt}}"
+def first_last(runs: list[dict], key: str, fmt: str) -> str:
+    """Mean of the first 5 / last 5 training steps of a train metric, averaged over seeds."""
+    first = [_mean([t[key] for t in r["train"] if key in t][:5]) for r in runs]
+    last = [_mean([t[key] for t in r["train"] if key in t][-5:]) for r in runs]
+    return f"{_mean(first):{fmt}} / {_mean(last):{fmt}}"
 
 
-def summary_table(summary: dict, curves: dict) -> str:
-    """One row per method. Train columns: mean of the first 5 / last 5 steps."""
+def ends(s: dict, curve: str) -> str:
+    """A curve's mean over seeds at step 0 and at the last step."""
+    by_step = s[curve]
+    return f"{100 * by_step['0']['mean']:.1f}% / {100 * by_step[str(s['steps'])]['mean']:.1f}%"
+
+
+def versus_grpo(s: dict) -> str:
+    if "vs_grpo" not in s:
+        return "-"
+    v = s["vs_grpo"]
+    low, high = v["ci95"]
+    return f"{100 * v['diff']:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]{'' if v['beyond_noise'] else ' (noise)'}"
+
+
+def summary_table(summary: dict, results: dict) -> str:
+    """One row per method, means over seeds. Train columns: mean of the first 5 / last 5 steps."""
     lines = [
-        "| method | held-out acc, step 0 | final | best | steps | train reward | entropy "
-        "| response tokens | s/step | wall min |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| method | held-out acc, step 0 | final | seeds: range | best | vs GRPO, 95% CI | second rule: "
+        "step 0 / final | rephrased: step 0 / final | three-operation: step 0 / final | steps "
+        "| train reward | entropy | response tokens | s/step | wall min |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for method, s in summary.items():
-        train = curves[method]["train"]
-
-        per_step = sorted(t["timing_s/step"] for t in train[1:] if "timing_s/step" in t)
+        runs = results[method]
+        per_step = sorted(t["timing_s/step"] for r in runs for t in r["train"][1:] if "timing_s/step" in t)
         median = per_step[len(per_step) // 2] if per_step else float("nan")
+        low, high = s["final_acc_range"]
         lines.append(
             f"| {method} | {100 * s['initial_acc']:.1f}% | {100 * s['final_acc']:.1f}% "
-            f"| {100 * s['best_acc']:.1f}% | {s['steps']} | {first_last(train, 'critic/score/mean', '.3f')} "
-            f"| {first_last(train, 'actor/entropy', '.2f')} | {first_last(train, 'response_length/mean', '.0f')} "
+            f"| {100 * low:.1f}-{100 * high:.1f}% ({s['n_seeds']}) | {100 * s['best_acc']:.1f}% | {versus_grpo(s)} "
+            f"| {ends(s, 'acc_second_rule_by_step')} | {ends(s, 'acc_rephrased_by_step')} "
+            f"| {ends(s, 'acc_ood_by_step')} | {s['steps']} | {first_last(runs, 'critic/score/mean', '.3f')} "
+            f"| {first_last(runs, 'actor/entropy', '.2f')} | {first_last(runs, 'response_length/mean', '.0f')} "
             f"| {median:.1f} | {s['wall_s'] / 60:.1f} |"
         )
     return "\n".join(lines) + "\n"
 
 
-def plot(curves: dict, path: Path, heldout_n: int) -> None:
+def plot(summary: dict, results: dict, path: Path, heldout_n: int) -> None:
+    """Held-out accuracy (mean over seeds, band: their range; dashed: the second rule), accuracy on
+    the rephrased (solid) and three-operation (dotted) sets, and the train reward (mean over seeds)
+    against the step."""
     os.environ.setdefault("MPLCONFIGDIR", str(path.parent / ".matplotlib"))
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax_acc, ax_rew) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for method, c in curves.items():
-        steps = sorted(c["acc"])
-        ax_acc.plot(steps, [100 * c["acc"][s] for s in steps], marker="o", label=method)
-        train = c["train"]
-        reward = [t.get("critic/score/mean", float("nan")) for t in train]
+    fig, (ax_acc, ax_other, ax_rew) = plt.subplots(1, 3, figsize=(16, 4.2))
+    for method, s in summary.items():
+        acc, second = s["acc_by_step"], s["acc_second_rule_by_step"]
+        steps = sorted(int(k) for k in acc)
+        y = [100 * acc[str(k)]["mean"] for k in steps]
+        (line,) = ax_acc.plot(steps, y, marker="o", label=f"{method} ({s['n_seeds']} seed(s))")
+        low, high = ([100 * acc[str(k)][b] for k in steps] for b in ("min", "max"))
+        ax_acc.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
+        ax_acc.plot(steps, [100 * second[str(k)]["mean"] for k in steps], "--", color=line.get_color())
+        for curve, style in (("acc_rephrased_by_step", "-"), ("acc_ood_by_step", ":")):
+            y = [100 * s[curve][str(k)]["mean"] for k in steps]
+            ax_other.plot(
+                steps, y, style, marker="o", color=line.get_color(), label=method if style == "-" else None
+            )
+        by_step: dict[int, list[float]] = {}
+        for r in results[method]:
+            for t in r["train"]:
+                if "critic/score/mean" in t:
+                    by_step.setdefault(t["step"], []).append(t["critic/score/mean"])
+        xs = sorted(by_step)
+        reward = [_mean(by_step[x]) for x in xs]
         smooth = [_mean(reward[max(0, i - 4) : i + 1]) for i in range(len(reward))]  # 5-step mean
-        (line,) = ax_rew.plot([t["step"] for t in train], smooth, label=f"{method} (5-step mean)")
-        ax_rew.plot([t["step"] for t in train], reward, color=line.get_color(), alpha=0.25)
+        ax_rew.plot(xs, smooth, color=line.get_color(), label=f"{method} (5-step mean)")
+        ax_rew.plot(xs, reward, color=line.get_color(), alpha=0.25)
     ax_acc.set(
-        xlabel="training step", ylabel="held-out greedy accuracy (%)", title=f"{heldout_n} held-out questions"
+        xlabel="training step",
+        ylabel="held-out greedy accuracy (%)",
+        title=f"{heldout_n} held-out questions (band: seeds' range; dashed: second rule)",
+    )
+    ax_other.set(
+        xlabel="training step",
+        ylabel="greedy accuracy (%)",
+        title="rephrased held-out (solid), three-operation (dotted)",
     )
     ax_rew.set(
-        xlabel="training step", ylabel="mean train reward", title="train reward (faint: each step's mean)"
+        xlabel="training step",
+        ylabel="mean train reward",
+        title="train reward, mean over seeds (faint: each step)",
     )
-    for ax in (ax_acc, ax_rew):
+    for ax in (ax_acc, ax_other, ax_rew):
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()
