@@ -96,6 +96,17 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(e2e, tmp_path):
     last = out / "runs" / "grpo" / "eval" / "global_step_2" / "summary.json"
     assert g["acc_ood_by_step"]["2"]["mean"] == acc(last, "toy_ood")
     assert g["acc_rephrased_by_step"]["2"]["mean"] == acc(last, "toy_rephrased")
+    mech = g["mechanism"]  # from the training metrics: the reference run's own actor/entropy at step 2
+    metrics = [
+        json.loads(line)
+        for f in sorted((out / "runs" / "grpo" / "metrics").glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+    ]
+    entropy = {m["step"]: m["data"]["actor/entropy"] for m in metrics}
+    assert mech["entropy_by_step"]["2"]["mean"] == entropy[2] and set(mech["entropy_by_step"]) == {
+        str(s) for s in entropy
+    }
+    assert mech["grad_norm_std"]["min"] >= 0 and "prorl_resets" not in mech
     assert g["steps"] == 2 and g["heldout_n"] == 20 and g["wall_s"] > 0
     table = (out / "summary.md").read_text()
     assert f"| grpo | {100 * initial:.1f}% | {100 * steps[2]:.1f}% |" in table
@@ -222,3 +233,23 @@ def test_paired_difference_to_grpo_by_seed_with_a_bootstrap_interval():
     assert 0 < low < 0.5 < high <= 1 and d["beyond_noise"]
     same = learning.paired_difference(grpo, grpo)
     assert same["diff"] == 0 and same["ci95"] == [0.0, 0.0] and not same["beyond_noise"]
+
+
+def test_mechanism_metrics_of_one_seed_by_hand():
+    steps = [
+        (1, 1.0, 0.0, 0.0),
+        (2, 3.0, 0.2, 1.0),
+        (3, 2.0, 0.1, 0.0),
+    ]  # step, grad norm, clip fraction, reset
+    train = [
+        {"step": s, "actor/entropy": 0.5 * s, "response_length/mean": 10 * s, "actor/grad_norm": g}
+        | {"actor/pg_clipfrac": c, "prorl/reset": r}
+        for s, g, c, r in steps
+    ]
+    m = load_learning("learning_report").mechanism({"train": train, "acc": {0: 0.1, 2: 0.3, 4: 0.5}})
+    assert m["entropy"] == {1: 0.5, 2: 1.0, 3: 1.5} and m["response_length"] == {1: 10, 2: 20, 3: 30}
+    assert m["grad_norm_std"] == pytest.approx((2 / 3) ** 0.5) and m["clipfrac_mean"] == pytest.approx(0.1)
+    # the reset at step 2: the checkpoint at step 2 (before it acts) against the next one
+    assert m["prorl_resets"] == [
+        {"reset_step": 2, "before_step": 2, "before": 0.3, "after_step": 4, "after": 0.5}
+    ]

@@ -15,7 +15,8 @@ question at the training temperature (pass@K). The held-out sets (scripts/bench/
 the test split, its questions rephrased three ways, and three-operation questions; each held-out
 response is also graded by a second rule written apart from the project's grader. Writes OUT/summary.json (per method: each
 curve's mean and range over seeds, each seed's curves, and the paired difference to GRPO with a
-bootstrap interval), OUT/summary.md and OUT/learning.png. A rerun with the same OUT keeps what is
+bootstrap interval, and the mechanism metrics of scripts/bench/learning_report.py), OUT/summary.md and
+OUT/learning.png. A rerun with the same OUT keeps what is
 finished; docs/learning.md has the results and how to read them.
 """
 
@@ -32,6 +33,7 @@ from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from learning_report import MECHANISM, mean, mechanism, plot, summary_table  # noqa: E402
 from learning_sets import (  # noqa: E402  (the held-out sets and the second grading rule)
     BENCH,
     SETS,
@@ -311,7 +313,7 @@ def spread(by_seed: list[dict[int, float]]) -> dict[str, dict[str, float]]:
     steps = sorted(set.intersection(*(set(c) for c in by_seed)))
     return {
         str(s): {
-            "mean": _mean([c[s] for c in by_seed]),
+            "mean": mean([c[s] for c in by_seed]),
             "min": min(c[s] for c in by_seed),
             "max": max(c[s] for c in by_seed),
         }
@@ -337,6 +339,7 @@ def method_summary(task: Task, name: str, seeds: list[dict], wall_s: float) -> d
         "seeds": [
             {CURVES[k]: {str(s): v for s, v in sorted(r[k].items())} for k in CURVES if k in r} for r in seeds
         ],
+        "mechanism": mechanism_summary([mechanism(r) for r in seeds]),
     }
     print(
         f"{name}: held-out accuracy {acc[0]:.3f} -> {acc[last]:.3f} (best {max(acc.values()):.3f}; "
@@ -344,6 +347,18 @@ def method_summary(task: Task, name: str, seeds: list[dict], wall_s: float) -> d
         flush=True,
     )
     return summary
+
+
+def mechanism_summary(per_seed: list[dict]) -> dict:
+    """Each mechanism metric over seeds: curves by step (mean, min, max), the scalars' range, and
+    ProRL's resets seed by seed (only when a run reset)."""
+    out = {f"{name}_by_step": spread([m[name] for m in per_seed]) for name in MECHANISM}
+    for name in ("grad_norm_std", "clipfrac_mean"):
+        values = [m[name] for m in per_seed]
+        out[name] = {"mean": mean(values), "min": min(values), "max": max(values)}
+    if any(m["prorl_resets"] for m in per_seed):
+        out["prorl_resets"] = [m["prorl_resets"] for m in per_seed]
+    return out
 
 
 def paired_difference(method: list[dict], grpo: list[dict], n_boot: int = 2000) -> dict:
@@ -419,112 +434,6 @@ def main(argv: list[str] | None = None) -> int:
             summary[method]["vs_grpo"] = paired_difference(results[method], results["grpo"])
     write_report(out, summary, results, heldout_n)
     return 0
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else float("nan")
-
-
-def first_last(runs: list[dict], key: str, fmt: str) -> str:
-    """Mean of the first 5 / last 5 training steps of a train metric, averaged over seeds."""
-    first = [_mean([t[key] for t in r["train"] if key in t][:5]) for r in runs]
-    last = [_mean([t[key] for t in r["train"] if key in t][-5:]) for r in runs]
-    return f"{_mean(first):{fmt}} / {_mean(last):{fmt}}"
-
-
-def ends(s: dict, curve: str) -> str:
-    """A curve's mean over seeds at step 0 and at the last step."""
-    by_step = s[curve]
-    return f"{100 * by_step['0']['mean']:.1f}% / {100 * by_step[str(s['steps'])]['mean']:.1f}%"
-
-
-def versus_grpo(s: dict) -> str:
-    if "vs_grpo" not in s:
-        return "-"
-    v = s["vs_grpo"]
-    low, high = v["ci95"]
-    return f"{100 * v['diff']:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]{'' if v['beyond_noise'] else ' (noise)'}"
-
-
-def summary_table(summary: dict, results: dict) -> str:
-    """One row per method, means over seeds. Train columns: mean of the first 5 / last 5 steps."""
-    lines = [
-        "| method | held-out acc, step 0 | final | seeds: range | best | vs GRPO, 95% CI | second rule: "
-        "step 0 / final | rephrased: step 0 / final | three-operation: step 0 / final | steps "
-        "| train reward | entropy | response tokens | s/step | wall min |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for method, s in summary.items():
-        runs = results[method]
-        per_step = sorted(t["timing_s/step"] for r in runs for t in r["train"][1:] if "timing_s/step" in t)
-        median = per_step[len(per_step) // 2] if per_step else float("nan")
-        low, high = s["final_acc_range"]
-        lines.append(
-            f"| {method} | {100 * s['initial_acc']:.1f}% | {100 * s['final_acc']:.1f}% "
-            f"| {100 * low:.1f}-{100 * high:.1f}% ({s['n_seeds']}) | {100 * s['best_acc']:.1f}% | {versus_grpo(s)} "
-            f"| {ends(s, 'acc_second_rule_by_step')} | {ends(s, 'acc_rephrased_by_step')} "
-            f"| {ends(s, 'acc_ood_by_step')} | {s['steps']} | {first_last(runs, 'critic/score/mean', '.3f')} "
-            f"| {first_last(runs, 'actor/entropy', '.2f')} | {first_last(runs, 'response_length/mean', '.0f')} "
-            f"| {median:.1f} | {s['wall_s'] / 60:.1f} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def plot(summary: dict, results: dict, path: Path, heldout_n: int) -> None:
-    """Held-out accuracy (mean over seeds, band: their range; dashed: the second rule), accuracy on
-    the rephrased (solid) and three-operation (dotted) sets, and the train reward (mean over seeds)
-    against the step."""
-    os.environ.setdefault("MPLCONFIGDIR", str(path.parent / ".matplotlib"))
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_acc, ax_other, ax_rew) = plt.subplots(1, 3, figsize=(16, 4.2))
-    for method, s in summary.items():
-        acc, second = s["acc_by_step"], s["acc_second_rule_by_step"]
-        steps = sorted(int(k) for k in acc)
-        y = [100 * acc[str(k)]["mean"] for k in steps]
-        (line,) = ax_acc.plot(steps, y, marker="o", label=f"{method} ({s['n_seeds']} seed(s))")
-        low, high = ([100 * acc[str(k)][b] for k in steps] for b in ("min", "max"))
-        ax_acc.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
-        ax_acc.plot(steps, [100 * second[str(k)]["mean"] for k in steps], "--", color=line.get_color())
-        for curve, style in (("acc_rephrased_by_step", "-"), ("acc_ood_by_step", ":")):
-            y = [100 * s[curve][str(k)]["mean"] for k in steps]
-            ax_other.plot(
-                steps, y, style, marker="o", color=line.get_color(), label=method if style == "-" else None
-            )
-        by_step: dict[int, list[float]] = {}
-        for r in results[method]:
-            for t in r["train"]:
-                if "critic/score/mean" in t:
-                    by_step.setdefault(t["step"], []).append(t["critic/score/mean"])
-        xs = sorted(by_step)
-        reward = [_mean(by_step[x]) for x in xs]
-        smooth = [_mean(reward[max(0, i - 4) : i + 1]) for i in range(len(reward))]  # 5-step mean
-        ax_rew.plot(xs, smooth, color=line.get_color(), label=f"{method} (5-step mean)")
-        ax_rew.plot(xs, reward, color=line.get_color(), alpha=0.25)
-    ax_acc.set(
-        xlabel="training step",
-        ylabel="held-out greedy accuracy (%)",
-        title=f"{heldout_n} held-out questions (band: seeds' range; dashed: second rule)",
-    )
-    ax_other.set(
-        xlabel="training step",
-        ylabel="greedy accuracy (%)",
-        title="rephrased held-out (solid), three-operation (dotted)",
-    )
-    ax_rew.set(
-        xlabel="training step",
-        ylabel="mean train reward",
-        title="train reward, mean over seeds (faint: each step)",
-    )
-    for ax in (ax_acc, ax_other, ax_rew):
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,171 @@
+"""The learning benchmark's report (scripts/bench/learning.py): the table, the plot, and each
+paper's mechanism measured from the training metrics of every seed.
+
+  entropy, response length   per step (prompt augmentation's and ProRL's claims: no collapse)
+  grad-norm spread, clip fraction   over the steps (CW-GRPO's stability claim)
+  ProRL resets               held-out accuracy at the checkpoint at or before each reset step and
+                             at the next one after it (does it keep improving past a reset?)
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from pathlib import Path
+
+# each mechanism curve's training metric (verl's names)
+MECHANISM = {
+    "entropy": "actor/entropy",
+    "response_length": "response_length/mean",
+    "grad_norm": "actor/grad_norm",
+}
+
+
+def mechanism(result: dict) -> dict:
+    """One seed's mechanism metrics from its training metrics and held-out accuracy by step."""
+    train = result["train"]
+
+    def series(key: str) -> dict[int, float]:
+        return {t["step"]: t[key] for t in train if key in t}
+
+    out = {name: series(key) for name, key in MECHANISM.items()}
+    grad, clip = list(out["grad_norm"].values()), list(series("actor/pg_clipfrac").values())
+    out["grad_norm_std"] = statistics.pstdev(grad) if grad else float("nan")
+    out["clipfrac_mean"] = mean(clip)
+    acc = result["acc"]
+    resets = []
+    for step in (s for s, v in series("prorl/reset").items() if v):
+        before = max((k for k in acc if k <= step), default=None)
+        after = min((k for k in acc if k > step), default=None)
+        if before is not None and after is not None:
+            resets.append(
+                {
+                    "reset_step": step,
+                    "before_step": before,
+                    "before": acc[before],
+                    "after_step": after,
+                    "after": acc[after],
+                }
+            )
+    out["prorl_resets"] = resets
+    return out
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def first_last(runs: list[dict], key: str, fmt: str) -> str:
+    """Mean of the first 5 / last 5 training steps of a train metric, averaged over seeds."""
+    first = [mean([t[key] for t in r["train"] if key in t][:5]) for r in runs]
+    last = [mean([t[key] for t in r["train"] if key in t][-5:]) for r in runs]
+    return f"{mean(first):{fmt}} / {mean(last):{fmt}}"
+
+
+def ends(s: dict, curve: str) -> str:
+    """A curve's mean over seeds at step 0 and at the last step."""
+    by_step = s[curve]
+    return f"{100 * by_step['0']['mean']:.1f}% / {100 * by_step[str(s['steps'])]['mean']:.1f}%"
+
+
+def versus_grpo(s: dict) -> str:
+    if "vs_grpo" not in s:
+        return "-"
+    v = s["vs_grpo"]
+    low, high = v["ci95"]
+    return f"{100 * v['diff']:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]{'' if v['beyond_noise'] else ' (noise)'}"
+
+
+def summary_table(summary: dict, results: dict) -> str:
+    """One row per method, means over seeds. Train columns: mean of the first 5 / last 5 steps."""
+    lines = [
+        "| method | held-out acc, step 0 | final | seeds: range | best | vs GRPO, 95% CI | second rule: "
+        "step 0 / final | rephrased: step 0 / final | three-operation: step 0 / final | steps "
+        "| train reward | entropy | response tokens | grad-norm std | clip fraction | s/step | wall min |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for method, s in summary.items():
+        runs = results[method]
+        per_step = sorted(t["timing_s/step"] for r in runs for t in r["train"][1:] if "timing_s/step" in t)
+        median = per_step[len(per_step) // 2] if per_step else float("nan")
+        low, high = s["final_acc_range"]
+        lines.append(
+            f"| {method} | {100 * s['initial_acc']:.1f}% | {100 * s['final_acc']:.1f}% "
+            f"| {100 * low:.1f}-{100 * high:.1f}% ({s['n_seeds']}) | {100 * s['best_acc']:.1f}% | {versus_grpo(s)} "
+            f"| {ends(s, 'acc_second_rule_by_step')} | {ends(s, 'acc_rephrased_by_step')} "
+            f"| {ends(s, 'acc_ood_by_step')} | {s['steps']} | {first_last(runs, 'critic/score/mean', '.3f')} "
+            f"| {first_last(runs, 'actor/entropy', '.2f')} | {first_last(runs, 'response_length/mean', '.0f')} "
+            f"| {s['mechanism']['grad_norm_std']['mean']:.3f} | {s['mechanism']['clipfrac_mean']['mean']:.4f} "
+            f"| {median:.1f} | {s['wall_s'] / 60:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(summary: dict, results: dict, path: Path, heldout_n: int) -> None:
+    """Held-out accuracy (mean over seeds, band: their range; dashed: the second rule), accuracy on
+    the rephrased (solid) and three-operation (dotted) sets, and the train reward (mean over seeds)
+    against the step."""
+    os.environ.setdefault("MPLCONFIGDIR", str(path.parent / ".matplotlib"))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 3, figsize=(16, 8.4))
+    (ax_acc, ax_other, ax_rew), mechanism_axes = axes
+    for method, s in summary.items():
+        acc, second = s["acc_by_step"], s["acc_second_rule_by_step"]
+        steps = sorted(int(k) for k in acc)
+        y = [100 * acc[str(k)]["mean"] for k in steps]
+        (line,) = ax_acc.plot(steps, y, marker="o", label=f"{method} ({s['n_seeds']} seed(s))")
+        low, high = ([100 * acc[str(k)][b] for k in steps] for b in ("min", "max"))
+        ax_acc.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
+        ax_acc.plot(steps, [100 * second[str(k)]["mean"] for k in steps], "--", color=line.get_color())
+        for curve, style in (("acc_rephrased_by_step", "-"), ("acc_ood_by_step", ":")):
+            y = [100 * s[curve][str(k)]["mean"] for k in steps]
+            ax_other.plot(
+                steps, y, style, marker="o", color=line.get_color(), label=method if style == "-" else None
+            )
+        by_step: dict[int, list[float]] = {}
+        for r in results[method]:
+            for t in r["train"]:
+                if "critic/score/mean" in t:
+                    by_step.setdefault(t["step"], []).append(t["critic/score/mean"])
+        xs = sorted(by_step)
+        reward = [mean(by_step[x]) for x in xs]
+        smooth = [mean(reward[max(0, i - 4) : i + 1]) for i in range(len(reward))]  # 5-step mean
+        ax_rew.plot(xs, smooth, color=line.get_color(), label=f"{method} (5-step mean)")
+        ax_rew.plot(xs, reward, color=line.get_color(), alpha=0.25)
+        for ax, name in zip(mechanism_axes, MECHANISM, strict=True):
+            curve = s["mechanism"][f"{name}_by_step"]
+            xs = sorted(int(k) for k in curve)
+            ax.plot(xs, [curve[str(x)]["mean"] for x in xs], color=line.get_color(), label=method)
+            low, high = ([curve[str(x)][b] for x in xs] for b in ("min", "max"))
+            ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.15)
+    ax_acc.set(
+        xlabel="training step",
+        ylabel="held-out greedy accuracy (%)",
+        title=f"{heldout_n} held-out questions (band: seeds' range; dashed: second rule)",
+    )
+    ax_other.set(
+        xlabel="training step",
+        ylabel="greedy accuracy (%)",
+        title="rephrased held-out (solid), three-operation (dotted)",
+    )
+    ax_rew.set(
+        xlabel="training step",
+        ylabel="mean train reward",
+        title="train reward, mean over seeds (faint: each step)",
+    )
+    for ax, name in zip(mechanism_axes, MECHANISM, strict=True):
+        ax.set(
+            xlabel="training step",
+            ylabel=MECHANISM[name],
+            title=f"{MECHANISM[name]}, mean over seeds (band: range)",
+        )
+    for ax in axes.flat:
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
