@@ -10,14 +10,11 @@ configs/experiment/learning_cpu.yaml (SmolLM2-135M-Instruct), each method added 
 settings of METHOD_OVERRIDES. Each seed (`--seeds N`) has its own data order and rollout seed; the
 held-out questions are the same. For each method and seed: a `python -m recipes.train` launch into
 OUT/runs/<method>[_seed<i>]/ with a checkpoint every --eval-every steps, then `python -m eval.iterate`
-over the checkpoints (greedy, the training reward's rule) and, with --pass-k K, K samples per
-question at the training temperature (pass@K). The held-out sets (scripts/bench/learning_sets.py):
-the test split, its questions rephrased three ways, and three-operation questions; each held-out
-response is also graded by a second rule written apart from the project's grader. Writes OUT/summary.json (per method: each
-curve's mean and range over seeds, each seed's curves, and the paired difference to GRPO with a
-bootstrap interval, and the mechanism metrics of scripts/bench/learning_report.py), OUT/summary.md and
-OUT/learning.png. A rerun with the same OUT keeps what is
-finished; docs/learning.md has the results and how to read them.
+over the checkpoints (greedy) and, with --pass-k K, K samples per question at the training
+temperature. The held-out sets and the second grading rule: scripts/bench/learning_sets.py; the
+table, plot and mechanism metrics: scripts/bench/learning_report.py. Writes OUT/summary.json,
+OUT/summary.md and OUT/learning.png; docs/learning.md says what each number means. A rerun with the
+same OUT keeps what is finished.
 """
 
 from __future__ import annotations
