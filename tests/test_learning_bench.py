@@ -135,7 +135,7 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(e2e, tmp_path):
     assert (out / "runs" / "grpo" / "eval.log").read_text() == eval_log_before
 
 
-@pytest.mark.parametrize("method", ["grpo", "prompt_aug", "ta_grpo", "cw_grpo", "prorl"])
+@pytest.mark.parametrize("method", ["grpo", "prompt_aug", "ta_grpo", "cw_grpo", "prorl", "all"])
 def test_every_methods_training_launch_passes_the_checks_before_ray(method, tmp_path):
     """The overrides learning.py launches recipes.train with, for the benchmark's own model and
     steps: the config composes and passes ours and verl's checks."""
@@ -151,7 +151,9 @@ def test_every_methods_training_launch_passes_the_checks_before_ray(method, tmp_
     cfg = compose(overrides)
     check_config(cfg)
     assert cfg.trainer.total_training_steps == 30 and cfg.trainer.save_freq == 10
-    assert cfg.recipes.methods[method] and cfg.recipes.methods["grpo"]
+    active = [name for name, on in cfg.recipes.methods.items() if on]
+    assert active == learning.method_list(method).strip("[]").split(",") and active[0] == "grpo"
+    assert len(active) == (5 if method == "all" else 1 if method == "grpo" else 2)
 
 
 def load_learning(name: str = "learning"):

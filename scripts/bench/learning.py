@@ -2,7 +2,7 @@
 on the CPU, and measure held-out accuracy before training and at every checkpoint, over seeds.
 
     .venv/bin/python scripts/bench/learning.py --methods grpo --out results/learning
-    .venv/bin/python scripts/bench/learning.py --methods grpo,prompt_aug,ta_grpo,cw_grpo,prorl --seeds 3 --out DIR
+    .venv/bin/python scripts/bench/learning.py --methods grpo,prompt_aug,ta_grpo,cw_grpo,prorl,all --seeds 3 --out DIR
     .venv/bin/python scripts/bench/learning.py --methods grpo --steps 2 --eval-every 1 --model tiny --out DIR
 
 The task: the toy arithmetic questions (2,000 train, 200 held-out test, none in both), the preset
@@ -40,7 +40,7 @@ from learning_sets import (  # noqa: E402  (the held-out sets and the second gra
     write_heldout,
 )
 
-METHODS = ("grpo", "prompt_aug", "ta_grpo", "cw_grpo", "prorl")
+METHODS = ("grpo", "prompt_aug", "ta_grpo", "cw_grpo", "prorl", "all")  # all: the four added together
 # What each method changes for this benchmark, beyond its own configs/method/<name>.yaml.
 METHOD_OVERRIDES = {
     "grpo": [],
@@ -53,9 +53,13 @@ METHOD_OVERRIDES = {
     # the report resets every few hundred steps of thousands; scaled to this run's length
     "prorl": ["recipes.prorl.reset_every=10"],
 }
+# the four together, each with the settings it uses alone
+METHOD_OVERRIDES["all"] = [o for m in METHODS[1:-1] for o in METHOD_OVERRIDES[m]]
 
 
 def method_list(method: str) -> str:
+    if method == "all":
+        return f"[grpo,{','.join(m for m in METHODS if m not in ('grpo', 'all'))}]"
     return "[grpo]" if method == "grpo" else f"[grpo,{method}]"
 
 
