@@ -110,7 +110,9 @@ def test_every_path_the_docs_name_exists():
         for span in re.findall(r"`([^`\n]+)`", prose):
             for token in span.split():
                 token = token.rstrip(".,;:)").split("::")[0].split(":")[0]
-                ours = token.startswith(roots) or (token.startswith(("eval/", "grader/")) and token.endswith(".py"))
+                ours = token.startswith(roots) or (
+                    token.startswith(("eval/", "grader/")) and token.endswith(".py")
+                )
                 if ours and not PLACEHOLDER.search(token) and not (REPO / token).exists():
                     missing.append(f"{rel(doc)}: {token}")
     assert not missing, "\n".join(missing)
