@@ -280,8 +280,14 @@ def e2e(recipes_cache, tiny_model, tmp_path_factory) -> SimpleNamespace:
 SLOW_FIXTURES = {"tiny_model", "smollm2_model", "e2e", "tiny", "tiny_dir", "fresh", "quick"}
 
 
-# The modules whose tests train (the `e2e` fixture): their launches share the reference run.
-TRAINING_MODULES = ("test_eval_e2e.py", "test_learning_bench.py", "test_train_e2e.py")
+# The modules whose tests train (the `e2e` fixture): their launches share the reference run; and
+# the overhead benchmark's, whose launches (its own) run after them rather than beside them.
+TRAINING_MODULES = (
+    "test_eval_e2e.py",
+    "test_learning_bench.py",
+    "test_train_e2e.py",
+    "test_overhead_bench.py",
+)
 SLURM_MODULE = "test_slurm_cluster.py"
 
 

@@ -1,8 +1,9 @@
 """scripts/bench/learning.py end to end on the tiny model (the benchmark itself runs SmolLM2 for
 half an hour per method; this checks its plumbing): the held-out file, the step-0 evaluation,
 eval.iterate over two checkpoints (the transformers backend here: 33 s against vLLM's 53 s),
-summary.json, the table and the plot; a rerun generates nothing again. The training launch is the
-session's reference run (tests/conftest.py: its checkpoints of steps 1 and 2 and its metrics are
+summary.json, the table and the plot; a rerun generates nothing again, and what git keeps of the
+results folder (step0.json, each run's result.json) gives the same report. The training launch is
+the session's reference run (tests/conftest.py: its checkpoints of steps 1 and 2 and its metrics are
 copied in and the method marked trained, which learning.py then keeps as finished); the launch
 learning.py would make for every method is checked before Ray by recipes.train's own checks, in
 the second test. About 1 minute on 2 cores (20 held-out questions) after the reference run."""
@@ -115,24 +116,38 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(e2e, tmp_path):
     assert proc.stdout.strip().splitlines()[-1].startswith(f"done: {out}/summary.json")
 
     assert "grpo: training" not in proc.stdout  # trained already
-    # a rerun keeps what is finished: no training launch, no generation
+    # a rerun keeps what is finished: the run's result.json, no training launch, no evaluation
+    eval_log = (out / "runs" / "grpo" / "eval.log").read_text()
     again = bench(out, recipes_cache)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "grpo: training" not in again.stdout
-    rerun = json.loads((out / "summary.json").read_text())["grpo"]
-    assert rerun["wall_s"] >= g["wall_s"]  # the rerun's own (short) evaluation time is added
-    assert {k: v for k, v in rerun.items() if k != "wall_s"} == {k: v for k, v in g.items() if k != "wall_s"}
-    eval_log = (out / "runs" / "grpo" / "eval.log").read_text()
-    assert eval_log.count("already evaluated") >= 2
+    assert "grpo: training" not in again.stdout and "evaluating" not in again.stdout
+    assert json.loads((out / "summary.json").read_text())["grpo"] == g
+    assert (out / "runs" / "grpo" / "eval.log").read_text() == eval_log
 
+    # what git keeps of OUT (its .gitignore) is all a fresh clone needs for the same report:
+    # step0.json and each run's result.json, not the checkpoints, evaluations or held-out files
+    subprocess.run(["git", "init", "-q", str(out)], check=True)
+    subprocess.run(["git", "-C", str(out), "add", "-A"], check=True)
+    kept = subprocess.run(["git", "-C", str(out), "ls-files"], capture_output=True, text=True).stdout.split()
+    assert sorted(kept) == [
+        ".gitignore",
+        "learning.png",
+        "runs/grpo/result.json",
+        "step0.json",
+        "summary.json",
+        "summary.md",
+    ]
+    clone = tmp_path / "clone"
+    for name in kept:
+        (clone / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(out / name, clone / name)
     # --report-only: the same numbers, nothing run (no eval.iterate, no training), a method not
     # yet trained left out
-    eval_log_before = eval_log
-    report = bench(out, recipes_cache, "--report-only", "--methods", "grpo,cw_grpo")
+    report = bench(clone, recipes_cache, "--report-only", "--methods", "grpo,cw_grpo")
     assert report.returncode == 0, report.stderr[-3000:]
     assert "cw_grpo: not finished yet; left out" in report.stdout
-    assert json.loads((out / "summary.json").read_text()) == {"grpo": rerun}
-    assert (out / "runs" / "grpo" / "eval.log").read_text() == eval_log_before
+    assert json.loads((clone / "summary.json").read_text()) == {"grpo": g}
+    assert not (clone / "eval_step0").exists() and not (clone / "runs" / "grpo" / "eval").exists()
 
 
 @pytest.mark.parametrize("method", ["grpo", "prompt_aug", "ta_grpo", "cw_grpo", "prorl", "all"])
@@ -251,7 +266,38 @@ def test_mechanism_metrics_of_one_seed_by_hand():
     m = load_learning("learning_report").mechanism({"train": train, "acc": {0: 0.1, 2: 0.3, 4: 0.5}})
     assert m["entropy"] == {1: 0.5, 2: 1.0, 3: 1.5} and m["response_length"] == {1: 10, 2: 20, 3: 30}
     assert m["grad_norm_std"] == pytest.approx((2 / 3) ** 0.5) and m["clipfrac_mean"] == pytest.approx(0.1)
+    assert m["clipfrac"] == {1: 0.0, 2: 0.2, 3: 0.1}  # its own panel, by step
     # the reset at step 2: the checkpoint at step 2 (before it acts) against the next one
     assert m["prorl_resets"] == [
         {"reset_step": 2, "before_step": 2, "before": 0.3, "after_step": 4, "after": 0.5}
     ]
+
+
+def test_the_plot_has_a_panel_for_pass_at_k_and_for_prorls_resets(tmp_path):
+    report = load_learning("learning_report")
+    band = {str(k): {"mean": 0.1 * k, "min": 0.05 * k, "max": 0.15 * k} for k in (0, 1, 2)}
+    mechanism = {f"{name}_by_step": band for name in report.MECHANISM}
+    reset = {"reset_step": 1, "before_step": 1, "before": 0.2, "after_step": 2, "after": 0.3}
+    summary = {
+        m: {
+            **{
+                k: band
+                for k in (
+                    "acc_by_step",
+                    "acc_second_rule_by_step",
+                    "acc_rephrased_by_step",
+                    "acc_ood_by_step",
+                )
+            },
+            "pass@k_by_step": {"0": band["0"], "2": band["2"]},
+            "n_seeds": 2,
+            "mechanism": mechanism | ({"prorl_resets": [[reset], []]} if m == "prorl" else {}),
+        }
+        for m in ("grpo", "prorl")
+    }
+    results = {m: [{"train": [{"step": 1, "critic/score/mean": 0.5}]}] for m in summary}
+    report.plot(summary, results, tmp_path / "p.png", 20)
+    import matplotlib.pyplot as plt
+
+    image = plt.imread(tmp_path / "p.png")
+    assert image.shape[0] > 1.3 * 1000 and image.shape[1] > 1700  # three rows of panels at 110 dpi

@@ -2,7 +2,8 @@
 on the CPU, and measure held-out accuracy before training and at every checkpoint, over seeds.
 
     .venv/bin/python scripts/bench/learning.py --methods grpo --out results/learning
-    .venv/bin/python scripts/bench/learning.py --methods grpo,prompt_aug,ta_grpo,cw_grpo,prorl,all --seeds 3 --out DIR
+    .venv/bin/python scripts/bench/learning.py --methods grpo,prompt_aug,ta_grpo,cw_grpo,prorl,all \
+        --seeds 3 --out docs/results/learning
     .venv/bin/python scripts/bench/learning.py --methods grpo --steps 2 --eval-every 1 --model tiny --out DIR
 
 The task: the toy arithmetic questions (2,000 train, 200 held-out test, none in both), the preset
@@ -11,10 +12,13 @@ settings of METHOD_OVERRIDES. Each seed (`--seeds N`) has its own data order and
 held-out questions are the same. For each method and seed: a `python -m recipes.train` launch into
 OUT/runs/<method>[_seed<i>]/ with a checkpoint every --eval-every steps, then `python -m eval.iterate`
 over the checkpoints (greedy) and, with --pass-k K, K samples per question at the training
-temperature. The held-out sets and the second grading rule: scripts/bench/learning_sets.py; the
-table, plot and mechanism metrics: scripts/bench/learning_report.py. Writes OUT/summary.json,
-OUT/summary.md and OUT/learning.png; docs/learning.md says what each number means. A rerun with the
-same OUT keeps what is finished.
+temperature at the last checkpoint (K samples cost K greedy evaluations). The held-out sets and
+the second grading rule: scripts/bench/learning_sets.py; the table, plot and mechanism metrics:
+scripts/bench/learning_report.py. Writes OUT/summary.json, OUT/summary.md and OUT/learning.png;
+docs/learning.md says what each number means. A rerun with the same OUT keeps what is finished; a
+finished run's numbers are OUT/runs/<run>/result.json, which OUT/.gitignore lets git keep (the
+checkpoints and evaluations it does not), so the committed docs/results/learning/ goes on from
+where the last machine stopped.
 """
 
 from __future__ import annotations
@@ -137,13 +141,62 @@ def accuracy(summary: dict, name: str = BENCH) -> float:
     return summary["benchmarks"][name]["accuracy"]["mean"]
 
 
+# the training metrics the report reads (the rest stay in the run's metrics/ folder)
+KEPT_METRICS = (
+    "critic/score/mean",  # train reward
+    "actor/entropy",
+    "response_length/mean",
+    "actor/grad_norm",
+    "actor/pg_clipfrac",
+    "prorl/reset",
+    "timing_s/step",
+    "timing_s/gen",
+    "timing_s/update_actor",
+)
+
+
 def train_metrics(run: Path) -> list[dict]:
     records = {}
     for f in sorted((run / "metrics").glob("*.jsonl")):
         for line in f.read_text().splitlines():
             r = json.loads(line)
             records[r["step"]] = r["data"]  # a resumed launch repeats no step; the last wins
-    return [{"step": s, **records[s]} for s in sorted(records)]
+    return [
+        {"step": s, **{k: records[s][k] for k in KEPT_METRICS if k in records[s]}} for s in sorted(records)
+    ]
+
+
+# A finished run's numbers, and the model's before training: all the report needs, small enough
+# to commit (OUT/.gitignore keeps the rest out). A run folder holding one is not trained again.
+RESULT, STEP0 = "result.json", "step0.json"
+
+
+def save_result(path: Path, result: dict) -> None:
+    path.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+
+
+def load_result(path: Path) -> dict | None:
+    """A saved result with its curves' steps as numbers again (JSON keys are strings)."""
+    if not path.exists():
+        return None
+    result = json.loads(path.read_text())
+    for key in CURVES:
+        if isinstance(result.get(key), dict):
+            result[key] = {int(s): v for s, v in result[key].items()}
+    return result
+
+
+GITIGNORE = """# written by scripts/bench/learning.py: only the small results are kept in git
+/*
+!/.gitignore
+!/summary.json
+!/summary.md
+!/learning.png
+!/step0.json
+!/runs/
+/runs/*/*
+!/runs/*/result.json
+"""
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
@@ -151,7 +204,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--methods", default="grpo", help=f"comma-separated subset of {','.join(METHODS)}")
     p.add_argument("--out", type=Path, required=True, help="results folder (reused: finished work is kept)")
-    p.add_argument("--steps", type=int, default=30, help="training steps per method (default 30)")
+    p.add_argument("--steps", type=int, default=20, help="training steps per method (default 20)")
     p.add_argument(
         "--seeds", type=int, default=1, help="runs per method, each its own data order and rollout seed (1)"
     )
@@ -190,30 +243,6 @@ class Task(NamedTuple):
     temperature: float  # the training rollouts' temperature
 
 
-def initial_accuracy(task: Task, model_path: str) -> float:
-    """The model before training, evaluated once (step 0 of every curve)."""
-    initial_dir = task.out / "eval_step0"
-    if not (initial_dir / "summary.json").exists() and not task.report_only:
-        cmd = [sys.executable, "-m", "eval.run", "--model", model_path, "--out", str(initial_dir)]
-        run_logged([*cmd, *task.eval_args], task.out / "eval_step0.log")
-    initial = accuracy(json.loads((initial_dir / "summary.json").read_text()))
-    if task.pass_k and not (task.out / "eval_step0_pass" / "summary.json").exists() and not task.report_only:
-        cmd = [
-            sys.executable,
-            "-m",
-            "eval.run",
-            "--model",
-            model_path,
-            "--out",
-            str(task.out / "eval_step0_pass"),
-        ]
-        run_logged(
-            [*cmd, *sampled(task.eval_args, task.pass_k, task.temperature)], task.out / "eval_step0.log"
-        )
-    print(f"step 0 (before training): held-out accuracy {initial:.3f}", flush=True)
-    return initial
-
-
 def train_method(task: Task, method: str, run: Path, steps: int, eval_every: int, seed: int = 0) -> float:
     """Train one method unless its train.done says it was; the launch's seconds."""
     timing_file = run / "train.done"
@@ -228,8 +257,9 @@ def train_method(task: Task, method: str, run: Path, steps: int, eval_every: int
     return train_s
 
 
-def evaluate_method(task: Task, method: str, run: Path) -> float:
-    """eval.iterate over the method's checkpoints; the evaluation seconds of every invocation so far."""
+def evaluate_method(task: Task, method: str, run: Path, last_step: int) -> float:
+    """eval.iterate over the method's checkpoints (pass@k at the last one only: k samples per
+    question cost k times a greedy evaluation); the evaluation seconds of every invocation so far."""
     from eval.iterate import step_rows
 
     if task.report_only:
@@ -240,6 +270,7 @@ def evaluate_method(task: Task, method: str, run: Path) -> float:
         eval_s = run_logged([*cmd, *task.eval_args], run / "eval.log")
         if task.pass_k:
             args = [*sampled(task.eval_args, task.pass_k, task.temperature), "--out", str(run / "eval_pass")]
+            args += ["--steps", str(last_step)]
             eval_s += run_logged([*cmd, *args], run / "eval.log")
     elif step_rows(run / "eval"):  # checkpoints deleted to save disk; their scores are kept
         print(f"{method}: no checkpoints left; reusing the evaluations in {run / 'eval'}", flush=True)
@@ -269,12 +300,27 @@ def pass_at_k(folder: Path, k: int) -> float:
     return summary["benchmarks"][BENCH]["pass_at_k"][str(k)]
 
 
-def step0(task: Task, answers: dict[str, str]) -> dict:
-    """The model before training (shared by every method and seed): step 0 of each curve."""
-    folder = task.out / "eval_step0"
+def step0(task: Task, model_path: str, answers: dict[str, str]) -> dict:
+    """The model before training, evaluated once (greedy, and k samples for pass@k): step 0 of
+    every method's curves."""
+    saved = load_result(task.out / STEP0)
+    if saved is not None:
+        return saved
+    if task.report_only:
+        sys.exit(
+            f"{task.out}: the model before training has not been evaluated yet (run without --report-only)"
+        )
+    folder, passes = task.out / "eval_step0", task.out / "eval_step0_pass"
+    cmd = [sys.executable, "-m", "eval.run", "--model", model_path]
+    if not (folder / "summary.json").exists():
+        run_logged([*cmd, "--out", str(folder), *task.eval_args], task.out / "eval_step0.log")
+    if task.pass_k and not (passes / "summary.json").exists():
+        args = sampled(task.eval_args, task.pass_k, task.temperature)
+        run_logged([*cmd, "--out", str(passes), *args], task.out / "eval_step0.log")
     result = {**scores(folder, answers), "correct": correct_by_question(folder / "samples.jsonl")}
     if task.pass_k:
-        result["pass_k"] = pass_at_k(task.out / "eval_step0_pass", task.pass_k)
+        result["pass_k"] = pass_at_k(passes, task.pass_k)
+    save_result(task.out / STEP0, result)
     return result
 
 
@@ -322,8 +368,9 @@ def spread(by_seed: list[dict[int, float]]) -> dict[str, dict[str, float]]:
     }
 
 
-def method_summary(task: Task, name: str, seeds: list[dict], wall_s: float) -> dict:
+def method_summary(task: Task, name: str, seeds: list[dict]) -> dict:
     """A method's summary entry: each curve's mean and range over seeds, each seed's own curves."""
+    wall_s = sum(r["wall_s"] for r in seeds)
     curves = {key: spread([r[key] for r in seeds]) for key in CURVES if key in seeds[0]}
     acc = {int(s): v["mean"] for s, v in curves["acc"].items()}
     last = max(acc)
@@ -412,24 +459,34 @@ def main(argv: list[str] | None = None) -> int:
     temperature = float(cfg.actor_rollout_ref.rollout.temperature)
     task = Task(out, base, heldout_n, greedy, args.report_only, args.pass_k, temperature)
     print(f"task: toy arithmetic, {heldout_n} held-out questions; model {args.model}; {args.steps} steps")
-    initial_accuracy(task, str(cfg.actor_rollout_ref.model.path))
+    (out / ".gitignore").write_text(GITIGNORE)
     answers = heldout_answers(heldout_dir)
-    initial = step0(task, answers)
+    initial = step0(task, str(cfg.actor_rollout_ref.model.path), answers)
+    print(f"step 0 (before training): held-out accuracy {initial['acc']:.3f}", flush=True)
 
     summary, results = {}, {}
     for method in methods:
-        done, wall_s = [], 0.0
+        done = []
         for seed in range(args.seeds):
             run = run_dir(out, method, seed)
-            run.mkdir(parents=True, exist_ok=True)
-            if args.report_only and not ((run / "train.done").exists() and step_rows(run / "eval")):
-                print(f"{run.name}: not finished yet; left out", flush=True)
-                continue
-            wall_s += train_method(task, method, run, args.steps, args.eval_every, seed)
-            wall_s += evaluate_method(task, method, run)
-            done.append(seed_result(task, run, initial, answers))
+            result = load_result(run / RESULT)
+            if result is not None and max(result["acc"]) != args.steps:
+                sys.exit(
+                    f"{run}: its result.json is of a {max(result['acc'])}-step run, not --steps {args.steps}"
+                )
+            if result is None:
+                if args.report_only and not ((run / "train.done").exists() and step_rows(run / "eval")):
+                    print(f"{run.name}: not finished yet; left out", flush=True)
+                    continue
+                run.mkdir(parents=True, exist_ok=True)
+                wall_s = train_method(task, method, run, args.steps, args.eval_every, seed)
+                wall_s += evaluate_method(task, method, run, args.steps)
+                result = {**seed_result(task, run, initial, answers), "wall_s": wall_s}
+                if not args.report_only:
+                    save_result(run / RESULT, result)
+            done.append(result)
         if done:
-            summary[method], results[method] = method_summary(task, method, done, wall_s), done
+            summary[method], results[method] = method_summary(task, method, done), done
     if "grpo" in results:
         for method in summary.keys() - {"grpo"}:
             summary[method]["vs_grpo"] = paired_difference(results[method], results["grpo"])

@@ -18,6 +18,7 @@ MECHANISM = {
     "entropy": "actor/entropy",
     "response_length": "response_length/mean",
     "grad_norm": "actor/grad_norm",
+    "clipfrac": "actor/pg_clipfrac",
 }
 
 
@@ -29,7 +30,7 @@ def mechanism(result: dict) -> dict:
         return {t["step"]: t[key] for t in train if key in t}
 
     out = {name: series(key) for name, key in MECHANISM.items()}
-    grad, clip = list(out["grad_norm"].values()), list(series("actor/pg_clipfrac").values())
+    grad, clip = list(out["grad_norm"].values()), list(out["clipfrac"].values())
     out["grad_norm_std"] = statistics.pstdev(grad) if grad else float("nan")
     out["clipfrac_mean"] = mean(clip)
     acc = result["acc"]
@@ -104,15 +105,17 @@ def summary_table(summary: dict, results: dict) -> str:
 def plot(summary: dict, results: dict, path: Path, heldout_n: int) -> None:
     """Held-out accuracy (mean over seeds, band: their range; dashed: the second rule), accuracy on
     the rephrased (solid) and three-operation (dotted) sets, and the train reward (mean over seeds)
-    against the step."""
+    against the step; each mechanism metric against the step (band: the seeds' range); pass@k; and
+    the held-out accuracy before and after each ProRL reset."""
     os.environ.setdefault("MPLCONFIGDIR", str(path.parent / ".matplotlib"))
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 3, figsize=(16, 8.4))
-    (ax_acc, ax_other, ax_rew), mechanism_axes = axes
+    fig, axes = plt.subplots(3, 3, figsize=(16, 12.6))
+    (ax_acc, ax_other, ax_rew), row2, (ax_clip, ax_pass, ax_reset) = axes
+    mechanism_axes = [*row2, ax_clip]  # one per MECHANISM metric
     for method, s in summary.items():
         acc, second = s["acc_by_step"], s["acc_second_rule_by_step"]
         steps = sorted(int(k) for k in acc)
@@ -136,6 +139,7 @@ def plot(summary: dict, results: dict, path: Path, heldout_n: int) -> None:
         smooth = [mean(reward[max(0, i - 4) : i + 1]) for i in range(len(reward))]  # 5-step mean
         ax_rew.plot(xs, smooth, color=line.get_color(), label=f"{method} (5-step mean)")
         ax_rew.plot(xs, reward, color=line.get_color(), alpha=0.25)
+        _pass_and_resets(ax_pass, ax_reset, s, method, line.get_color())
         for ax, name in zip(mechanism_axes, MECHANISM, strict=True):
             curve = s["mechanism"][f"{name}_by_step"]
             xs = sorted(int(k) for k in curve)
@@ -163,9 +167,40 @@ def plot(summary: dict, results: dict, path: Path, heldout_n: int) -> None:
             ylabel=MECHANISM[name],
             title=f"{MECHANISM[name]}, mean over seeds (band: range)",
         )
+    ax_pass.set(
+        xlabel="training step", ylabel="pass@k (%)", title="pass@k at the training temperature (band: range)"
+    )
+    ax_reset.set(
+        xlabel="training step",
+        ylabel="held-out greedy accuracy (%)",
+        title="ProRL: held-out before and after each reset (dashed: reset)",
+    )
     for ax in axes.flat:
         ax.grid(alpha=0.3)
-        ax.legend()
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _pass_and_resets(ax_pass, ax_reset, s: dict, method: str, color) -> None:
+    """A method's pass@k by step (mean, band: range), and each seed's ProRL resets: the held-out
+    accuracy at the checkpoint before a reset joined to the one after, the reset step marked."""
+    curve = s.get("pass@k_by_step")
+    if curve:
+        xs = sorted(int(k) for k in curve)
+        ax_pass.plot(xs, [100 * curve[str(x)]["mean"] for x in xs], marker="o", color=color, label=method)
+        low, high = ([100 * curve[str(x)][b] for x in xs] for b in ("min", "max"))
+        ax_pass.fill_between(xs, low, high, color=color, alpha=0.15)
+    for i, resets in enumerate(s["mechanism"].get("prorl_resets", [])):
+        for j, r in enumerate(resets):
+            label = method if i == j == 0 else None
+            ax_reset.plot(
+                [r["before_step"], r["after_step"]],
+                [100 * r["before"], 100 * r["after"]],
+                marker="o",
+                color=color,
+                label=label,
+            )
+            ax_reset.axvline(r["reset_step"], color=color, alpha=0.2, linestyle="--")
