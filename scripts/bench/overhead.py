@@ -1,19 +1,20 @@
 """What our layer costs on top of verl: the same GRPO run through plain verl and through
 `python -m recipes.train method=[grpo]`, side by side in one invocation.
 
-    .venv/bin/python scripts/bench/overhead.py --out results/overhead                 # ~30 min, 2 cores
-    .venv/bin/python scripts/bench/overhead.py --out DIR --models tiny --variants '' --no-grader   # ~4 min
+    .venv/bin/python scripts/bench/overhead.py --out results/overhead      # ~45 min on 2 cores
+    .venv/bin/python scripts/bench/overhead.py --out DIR --models tiny --variants '' --no-grader
 
-For each model (--models: the tiny model for --steps steps, SmolLM2-135M for --smol-steps):
+For each model (--models: the tiny model for --steps steps, --repeats launches of each; SmolLM2-135M
+for --smol-steps, --smol-repeats), launched in the order ours, plain, plain, ours, ...:
   ours   `python -m recipes.train experiment=demo_cpu model=M method=[grpo]`, with our two
          defaults that change the computation off (recipes.deterministic=false,
          recipes.skip_old_log_prob=false) so that both runs compute the same thing;
   plain  `python -m verl.trainer.main_ppo` on the config `ours` resolved and ran with (its
          config.yaml), less our parts: no `recipes` block, verl's `sync` trainer, verl's
-         single-turn agent loop, verl's `naive` reward manager calling verl's own math-verify reward
-         (verl/utils/reward_score/math_verify.py, behind a
-         three-line adapter to the reward-function signature). On a CPU verl cannot run without our CPU platform,
-         so plain verl keeps it: the `verl.plugins` entry point that `import verl` loads, the CPU
+         single-turn agent loop, verl's `naive` reward manager calling verl's own math-verify
+         reward (verl/utils/reward_score/math_verify.py, behind a three-line adapter to the
+         reward-function signature). On a CPU verl cannot run without our CPU platform, so plain
+         verl keeps it: the `verl.plugins` entry point that `import verl` loads, the CPU
          environment (recipes/platforms/cpu.py CPU_ENV) and the vLLM session around the launch.
 Then, on the tiny model: `ours` with our defaults (deterministic kernels, no separate old-log-prob
 pass) and each method added to GRPO (--variants) with the learning benchmark's settings; and the
@@ -22,9 +23,10 @@ built-in math-verify reward and by ours.
 
 Start-up is the time from launch to the end of step 1 minus step 1's own time; per step the median
 of steps 2+ (verl's timing_s/step); peak memory the largest summed RSS of the launch's processes
-(sampled every 0.5 s: the machine must be otherwise idle). Writes OUT/summary.json (the ratios,
-ours over plain verl, for each model; at the top level the largest over the models) and
-OUT/summary.md (the tables). A rerun with the same OUT keeps the finished launches.
+(sampled every 0.5 s: the machine must be otherwise idle); each the median over the repeats.
+Writes OUT/summary.json (the ratios, ours over plain verl, for each model; at the top level the
+largest over the models) and OUT/summary.md (the tables). A rerun with the same OUT keeps the
+finished launches.
 """
 
 from __future__ import annotations
@@ -331,7 +333,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="timed on the tiny model against GRPO: `defaults` (ours with our defaults) and methods "
         "added to GRPO ('' for none)",
     )
-    p.add_argument("--repeats", type=int, default=2, help="launches of plain verl and of ours per model (2)")
+    p.add_argument(
+        "--repeats", type=int, default=2, help="launches of plain verl and of ours, tiny model (2)"
+    )
+    p.add_argument("--smol-repeats", type=int, default=1, help="the same for SmolLM2, ~6 min a launch (1)")
     p.add_argument("--grading-questions", type=int, default=256, help="questions of the graded step (x 8)")
     p.add_argument("--no-grader", action="store_true", help="leave the grading step out")
     args = p.parse_args(argv)
@@ -339,9 +344,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.variants = [v for v in args.variants.split(",") if v]
     if unknown := sorted(set(args.variants) - set(VARIANTS)):
         p.error(f"--variants: unknown {unknown}; choose from {','.join(VARIANTS)}")
-    if not args.models or min(args.steps, args.smol_steps) < 2 or args.repeats < 1:
+    if not args.models or min(args.steps, args.smol_steps) < 2 or min(args.repeats, args.smol_repeats) < 1:
         p.error(
-            "--models must name at least one model, --steps and --smol-steps must be >= 2, --repeats >= 1"
+            "--models must name at least one model, --steps and --smol-steps must be >= 2, the repeats >= 1"
         )
     if args.variants and "tiny" not in args.models:
         p.error("--variants are timed on the tiny model: add tiny to --models")
@@ -357,7 +362,9 @@ def main(argv: list[str] | None = None) -> int:
         steps = args.steps if model == "tiny" else args.smol_steps
         base = ["experiment=demo_cpu", f"model={model}", f"trainer.total_training_steps={steps}"]
         base += ["trainer.save_freq=-1", "trainer.logger=[file]"]
-        summary["models"][model] = compare(model, base, out, args.repeats)
+        summary["models"][model] = compare(
+            model, base, out, args.repeats if model == "tiny" else args.smol_repeats
+        )
         if model == "tiny":
             tiny_base = base
     if args.variants:
