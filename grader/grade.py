@@ -81,14 +81,17 @@ def check_timeout_s(value: Any, name: str = "timeout_s") -> float:
 
 
 def default_num_workers() -> int:
-    """`$RECIPES_GRADER_WORKERS` (1 to MAX_WORKERS), else the number of cores, capped at 8 (a Ray
-    node can have 96 cores and several reward workers, each with its own pool)."""
+    """`$RECIPES_GRADER_WORKERS` (1 to MAX_WORKERS), else the number of cores, at least 4 and at
+    most 8 (a Ray node can have 96 cores and several reward workers, each with its own pool).
+    At least 4 because a response that hangs math-verify holds its worker for the whole time
+    limit whatever the cores: with 2 workers, a step with 8 such responses waits 4 time limits,
+    with 4 it waits 2 (docs/benchmarks.md#grader-speed)."""
     env = os.environ.get(ENV_WORKERS)
     if env:
         if not (env.strip().isdigit() and 1 <= int(env) <= MAX_WORKERS):
             raise ValueError(f"${ENV_WORKERS}={env!r} must be an integer from 1 to {MAX_WORKERS}")
         return int(env)
-    return max(1, min(8, os.cpu_count() or 1))
+    return max(4, min(8, os.cpu_count() or 1))
 
 
 def default_timeout_s() -> float:

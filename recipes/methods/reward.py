@@ -42,7 +42,9 @@ class RewardSettings:
         "time limit of one math-verify task (no setting removes it); null: 5 s or $RECIPES_GRADER_TIMEOUT_S",
     )
     num_workers: int | None = setting(
-        None, "in [1, 256]", "grading processes; null: $RECIPES_GRADER_WORKERS, else the cores (at most 8)"
+        None,
+        "in [1, 256]",
+        "grading processes; null: $RECIPES_GRADER_WORKERS, else the cores, at least 4 and at most 8",
     )
     format_weight: float = setting(
         1.0,
