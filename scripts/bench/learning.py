@@ -304,7 +304,7 @@ def step0(task: Task, model_path: str, answers: dict[str, str]) -> dict:
     """The model before training, evaluated once (greedy, and k samples for pass@k): step 0 of
     every method's curves."""
     saved = load_result(task.out / STEP0)
-    if saved is not None:
+    if saved is not None and ("pass_k" in saved or not task.pass_k):  # else: evaluate pass@k now
         return saved
     if task.report_only:
         sys.exit(

@@ -275,7 +275,7 @@ def report(summary: dict) -> str:
             r = c[run]
             lines.append(
                 f"| {model} | {'plain verl' if run == 'plain' else 'recipes.train'} | {r['startup_s']:.1f} "
-                f"| {r['per_step_s']:.2f} | {r['peak_rss_gb']:.2f} | {r['steps']} |"
+                f"| {r['per_step_s']:.2f} | {r['peak_rss_gb']:.2f} | {r['steps']:.0f} |"
             )
         lines.append(
             f"| {model} | **ours / plain** | **{c['startup_ratio']:.3f}** | **{c['per_step_ratio']:.3f}** "
