@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -117,7 +118,6 @@ def launch(name: str, cmd: list[str], metrics: Path, folder: Path, env: dict) ->
     done = folder / "result.json"
     if done.exists():
         return json.loads(done.read_text())
-    folder.mkdir(parents=True, exist_ok=True)
     print(f"{name}: {' '.join(cmd[2:5])} ...", flush=True)
     started = time.time()
     with (folder / "launch.log").open("w") as log:
@@ -153,8 +153,17 @@ def launch(name: str, cmd: list[str], metrics: Path, folder: Path, env: dict) ->
     return result
 
 
+def _fresh(folder: Path) -> Path:
+    """A launch's folder, emptied unless it holds a finished launch (an interrupted one's metrics
+    must not mix with the next one's)."""
+    if not (folder / "result.json").exists():
+        shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def run_ours(name: str, out: Path, overrides: list[str]) -> dict:
-    folder = out / "runs" / name
+    folder = _fresh(out / "runs" / name)
     cmd = [sys.executable, "-m", "recipes.train", *overrides, f"recipes.output_dir={folder}"]
     return launch(name, cmd, folder / "metrics", folder, dict(os.environ))
 
@@ -164,8 +173,7 @@ def run_plain(name: str, out: Path, ours_folder: Path) -> dict:
     from recipes.platforms.cpu import CPU_ENV
     from recipes.platforms.cpu_vllm import CPUSession
 
-    folder = out / "runs" / name
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _fresh(out / "runs" / name)
     (folder / "verl_reward.py").write_text(VERL_REWARD)
     cfg = plain_config(yaml.safe_load((ours_folder / "config.yaml").read_text()), folder / "verl_reward.py")
     cfg["trainer"]["default_local_dir"] = str(folder / "checkpoints")
