@@ -1,7 +1,7 @@
 """scripts/bench/overhead.py: the config plain verl runs is ours less exactly our parts; its reward
 is verl's own math-verify; the ratios are medians over repeats, ours over plain; and end to end on
 the tiny model (two steps, one launch of each, ~3 minutes on 2 cores), plain verl really runs
-without our trainer, agent loop and reward manager, and leaves nothing behind."""
+without our trainer, agent loop and reward manager, and a rerun launches nothing."""
 
 import importlib.util
 import json
