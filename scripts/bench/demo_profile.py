@@ -26,22 +26,30 @@ import psutil
 REPO = Path(__file__).resolve().parents[2]
 
 
-def tree_rss(root: psutil.Process, started: float) -> int:
-    """RSS of `root`'s descendants plus every Ray process created after `started`."""
-    procs = {root.pid: root}
-    for p in root.children(recursive=True):
-        procs[p.pid] = p
-    for p in psutil.process_iter(["name", "cmdline", "create_time"]):
-        try:
-            if p.info["create_time"] >= started and any("ray" in c for c in (p.info["cmdline"] or [])):
-                procs[p.pid] = p
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
+def descendants_rss(root: psutil.Process) -> int:
+    """Summed RSS of `root` and its descendants (a launch's Ray processes are among them)."""
     total = 0
-    for p in procs.values():
+    for p in [root, *root.children(recursive=True)]:
         try:
             total += p.memory_info().rss
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
+        except psutil.Error:
+            continue
+    return total
+
+
+def tree_rss(root: psutil.Process, started: float) -> int:
+    """RSS of `root`'s descendants plus every other Ray process created after `started`."""
+    mine = {root.pid, *(p.pid for p in root.children(recursive=True))}
+    total = descendants_rss(root)
+    for p in psutil.process_iter(["name", "cmdline", "create_time"]):
+        try:
+            if (
+                p.pid not in mine
+                and p.info["create_time"] >= started
+                and any("ray" in c for c in (p.info["cmdline"] or []))
+            ):
+                total += p.memory_info().rss
+        except psutil.Error:
             continue
     return total
 

@@ -46,6 +46,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from demo_profile import descendants_rss  # noqa: E402
 from learning import METHOD_OVERRIDES  # noqa: E402
 
 # our defaults that change what a step computes, off in the comparison with plain verl
@@ -81,17 +82,6 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 """
 
 
-def tree_rss(root: psutil.Process) -> int:
-    """Summed RSS of `root` and its descendants (Ray's processes included: the driver starts them)."""
-    total = 0
-    for p in [root, *root.children(recursive=True)]:
-        try:
-            total += p.memory_info().rss
-        except psutil.Error:
-            continue
-    return total
-
-
 def _ray_started(root: psutil.Process) -> bool:
     """Whether the launch has started Ray's head (its GCS server)."""
     try:
@@ -124,7 +114,7 @@ def launch(name: str, cmd: list[str], metrics: Path, folder: Path, env: dict) ->
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
     root, peak, ray_start, step1_end = psutil.Process(proc.pid), 0, None, None
     while proc.poll() is None:
-        peak = max(peak, tree_rss(root))
+        peak = max(peak, descendants_rss(root))
         if ray_start is None and _ray_started(root):
             ray_start = time.time()
         if step1_end is None and _metrics(metrics):

@@ -34,6 +34,9 @@ from pathlib import Path
 import psutil
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from demo_profile import descendants_rss  # noqa: E402
+
 CONTENDERS = ("transformers", "vllm-float32", "vllm-bfloat16", "vllm-float32-allcores")
 HF_BATCH = 64
 
@@ -133,13 +136,7 @@ def measure(args: argparse.Namespace, name: str, tmp: Path) -> dict:
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     root, peak = psutil.Process(proc.pid), 0
     while proc.poll() is None:
-        total = 0
-        for p in [root, *root.children(recursive=True)]:
-            try:
-                total += p.memory_info().rss
-            except psutil.Error:
-                continue
-        peak = max(peak, total)
+        peak = max(peak, descendants_rss(root))
         time.sleep(0.5)
     log.seek(0)
     text = log.read()
