@@ -93,6 +93,9 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(e2e, tmp_path):
     assert g["best_acc"] == max(initial, *steps.values())
     second = g["acc_second_rule_by_step"]  # the independent rule, from the same samples
     assert set(second) == {"0", "1", "2"} and all(0 <= v["mean"] <= 1 for v in second.values())
+    saved = json.loads((out / "runs" / "grpo" / "result.json").read_text())  # what vs_grpo pairs
+    assert sum(saved["correct_second"].values()) / 20 == pytest.approx(second["2"]["mean"])
+    assert sum(saved["correct"].values()) / 20 == pytest.approx(steps[2])
     assert g["n_seeds"] == 1 and g["final_acc_range"] == [steps[2], steps[2]]
     last = out / "runs" / "grpo" / "eval" / "global_step_2" / "summary.json"
     assert g["acc_ood_by_step"]["2"]["mean"] == acc(last, "toy_ood")
@@ -211,18 +214,17 @@ def test_second_rule_accuracy_is_a_per_question_mean(tmp_path):
     assert not learning.second_rule_correct("\\boxed{5}", "five")
 
 
-def test_pass_at_k_samples_k_at_the_training_temperature_instead_of_one_greedy_run(tmp_path):
+def test_pass_at_k_samples_k_at_the_training_temperature_and_top_p_instead_of_one_greedy_run(tmp_path):
     learning = load_learning()
     greedy = learning.eval_args(tmp_path, 96, "vllm")
-    args = learning.sampled(greedy, 8, 1.0)
+    args = learning.sampled(greedy, learning.Sampling(k=8, temperature=0.7, top_p=1.0))
     assert "--repeats" not in args and args[args.index("--decoding") + 1] == "sample"
     assert args[args.index("--n") + 1] == "8" and args[args.index("--k") + 1] == "1,8"
-    assert args[args.index("--temperature") + 1] == "1.0"
+    assert args[args.index("--temperature") + 1] == "0.7" and args[args.index("--top-p") + 1] == "1.0"
     assert greedy[greedy.index("--benchmarks") + 1] == "toy_heldout,toy_rephrased,toy_ood"
     assert args[args.index("--benchmarks") + 1] == "toy_heldout"  # pass@k of the held-out set only
-    rest = [
-        a for a in args if a not in ("--decoding", "sample", "--n", "8", "--k", "1,8", "--temperature", "1.0")
-    ]
+    decoding = ("--decoding", "sample", "--n", "8", "--k", "1,8", "--temperature", "0.7", "--top-p", "1.0")
+    rest = [a for a in args if a not in decoding]
     assert rest == [
         "toy_heldout" if a == "toy_heldout,toy_rephrased,toy_ood" else a
         for a in greedy
@@ -236,7 +238,7 @@ def test_spread_over_seeds_keeps_the_steps_every_seed_reached():
     assert s["10"] == {"mean": pytest.approx(0.4), "min": 0.3, "max": 0.5}
 
 
-def test_paired_difference_to_grpo_by_seed_with_a_bootstrap_interval():
+def test_paired_difference_to_grpo_by_seed_with_a_bootstrap_interval_under_either_rule():
     learning = load_learning()
     questions = [str(i) for i in range(10)]
     grpo = [
@@ -250,6 +252,13 @@ def test_paired_difference_to_grpo_by_seed_with_a_bootstrap_interval():
     assert 0 < low < 0.5 < high <= 1 and d["beyond_noise"]
     same = learning.paired_difference(grpo, grpo)
     assert same["diff"] == 0 and same["ci95"] == [0.0, 0.0] and not same["beyond_noise"]
+    # the same runs under the second rule, where the method is no better: each rule is reported
+    for run in (*grpo, *better):
+        run["correct_second"] = {q: float(int(q) < 3) for q in questions}
+    second = learning.paired_difference(better, grpo, "correct_second")
+    assert second["diff"] == 0 and not second["beyond_noise"]
+    row = load_learning("learning_report").versus_grpo({"vs_grpo": d, "vs_grpo_second_rule": second})
+    assert row == f"+50.0 [{100 * low:+.1f}, {100 * high:+.1f}] / +0.0 [+0.0, +0.0] (noise)"
 
 
 def test_mechanism_metrics_of_one_seed_by_hand():
@@ -301,3 +310,35 @@ def test_the_plot_has_a_panel_for_pass_at_k_and_for_prorls_resets(tmp_path):
 
     image = plt.imread(tmp_path / "p.png")
     assert image.shape[0] > 1.3 * 1000 and image.shape[1] > 1700  # three rows of panels at 110 dpi
+
+
+def test_step0_evaluates_pass_at_k_again_only_when_its_sampling_changed(tiny_model, tmp_path):
+    """step0.json names pass@k's k, temperature and top-p: a rerun with the same settings runs
+    nothing; other settings (here a top-p) re-sample pass@k, and the greedy evaluation is kept."""
+    learning = load_learning()
+    out = tmp_path / "learning"
+    heldout = out / "heldout"
+    base = ["experiment=learning_cpu", "model=tiny"]
+    n = learning.write_heldout(base, heldout, limit=4)
+    greedy = learning.eval_args(heldout, 16, "hf")
+
+    def step0(top_p: float) -> dict:
+        sampling = learning.Sampling(k=2, temperature=0.7, top_p=top_p)
+        task = learning.Task(out, base, n, greedy, False, sampling)
+        return learning.step0(task, str(tiny_model), learning.heldout_answers(heldout))
+
+    def top_p_sampled() -> float:
+        return json.loads((out / "eval_step0_pass" / "config.json").read_text())["top_p"]
+
+    first = step0(0.95)
+    assert first["sampling"] == {"k": 2, "temperature": 0.7, "top_p": 0.95} and top_p_sampled() == 0.95
+    greedy_summary = (out / "eval_step0" / "summary.json").stat().st_mtime_ns
+    log = (out / "eval_step0.log").read_text()
+    assert step0(0.95) == first and (out / "eval_step0.log").read_text() == log  # nothing run
+    second = step0(1.0)
+    assert second["sampling"]["top_p"] == 1.0 and top_p_sampled() == 1.0
+    assert json.loads((out / "step0.json").read_text())["sampling"]["top_p"] == 1.0
+    assert (out / "eval_step0" / "summary.json").stat().st_mtime_ns == greedy_summary
+    assert {k: v for k, v in second.items() if k not in ("sampling", "pass_k")} == {
+        k: v for k, v in first.items() if k not in ("sampling", "pass_k")
+    }

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -102,13 +103,23 @@ def run_logged(cmd: list[str], log: Path, env: dict | None = None) -> float:
     return time.time() - start
 
 
-def sampled(greedy_args: list[str], k: int, temperature: float) -> list[str]:
+class Sampling(NamedTuple):
+    """pass@k's decoding: k samples per question from the training rollouts' distribution."""
+
+    k: int  # 0: pass@k not measured
+    temperature: float
+    top_p: float  # eval.run's default is 0.95; the rollouts' (1.0) also spares vLLM's CPU sampler a sort
+
+
+def sampled(greedy_args: list[str], sampling: Sampling) -> list[str]:
     """The evaluation arguments for pass@k: k samples per question at the training temperature
-    instead of one greedy run."""
+    and top-p instead of one greedy run."""
     args = list(greedy_args)
     args[args.index("--benchmarks") + 1] = BENCH  # the held-out questions only
     i = args.index("--repeats")
-    decoding = ["--decoding", "sample", "--n", str(k), "--k", f"1,{k}", "--temperature", str(temperature)]
+    k = sampling.k
+    decoding = ["--decoding", "sample", "--n", str(k), "--k", f"1,{k}"]
+    decoding += ["--temperature", str(sampling.temperature), "--top-p", str(sampling.top_p)]
     return [*args[:i], *decoding, *args[i + 2 :]]
 
 
@@ -239,8 +250,7 @@ class Task(NamedTuple):
     heldout_n: int
     eval_args: list[str]  # eval.run's and eval.iterate's
     report_only: bool
-    pass_k: int  # pass@k of k samples per question at the training temperature (0: not measured)
-    temperature: float  # the training rollouts' temperature
+    sampling: Sampling  # pass@k's k, temperature and top-p
 
 
 def train_method(task: Task, method: str, run: Path, steps: int, eval_every: int, seed: int = 0) -> float:
@@ -268,8 +278,8 @@ def evaluate_method(task: Task, method: str, run: Path, last_step: int) -> float
         cmd = [sys.executable, "-m", "eval.iterate", str(run / "checkpoints")]
         print(f"{method}: evaluating its checkpoints ...", flush=True)
         eval_s = run_logged([*cmd, *task.eval_args], run / "eval.log")
-        if task.pass_k:
-            args = [*sampled(task.eval_args, task.pass_k, task.temperature), "--out", str(run / "eval_pass")]
+        if task.sampling.k:
+            args = [*sampled(task.eval_args, task.sampling), "--out", str(run / "eval_pass")]
             args += ["--steps", str(last_step)]
             eval_s += run_logged([*cmd, *args], run / "eval.log")
     elif step_rows(run / "eval"):  # checkpoints deleted to save disk; their scores are kept
@@ -300,12 +310,31 @@ def pass_at_k(folder: Path, k: int) -> float:
     return summary["benchmarks"][BENCH]["pass_at_k"][str(k)]
 
 
+def correctness(samples: Path, answers: dict[str, str]) -> dict[str, dict[str, float]]:
+    """Each held-out question's correctness under either rule: what the paired differences pair."""
+    return {"correct": correct_by_question(samples), "correct_second": correct_by_question(samples, answers)}
+
+
+def sampled_otherwise(folder: Path, sampling: Sampling) -> bool:
+    """Whether an eval.run folder holds samples of another temperature or top-p than `sampling`."""
+    config = folder / "config.json"
+    if not config.exists():
+        return False
+    settings = json.loads(config.read_text())
+    return (settings.get("temperature"), settings.get("top_p")) != (sampling.temperature, sampling.top_p)
+
+
 def step0(task: Task, model_path: str, answers: dict[str, str]) -> dict:
     """The model before training, evaluated once (greedy, and k samples for pass@k): step 0 of
     every method's curves."""
     saved = load_result(task.out / STEP0)
-    if saved is not None and ("pass_k" in saved or not task.pass_k):  # else: evaluate pass@k now
-        return saved
+    sampling = task.sampling._asdict()
+    if (
+        saved is not None
+        and "correct_second" in saved
+        and (not task.sampling.k or saved.get("sampling") == sampling)
+    ):
+        return saved  # else: evaluate what is missing (pass@k again, if its settings changed)
     if task.report_only:
         sys.exit(
             f"{task.out}: the model before training has not been evaluated yet (run without --report-only)"
@@ -314,12 +343,15 @@ def step0(task: Task, model_path: str, answers: dict[str, str]) -> dict:
     cmd = [sys.executable, "-m", "eval.run", "--model", model_path]
     if not (folder / "summary.json").exists():
         run_logged([*cmd, "--out", str(folder), *task.eval_args], task.out / "eval_step0.log")
-    if task.pass_k and not (passes / "summary.json").exists():
-        args = sampled(task.eval_args, task.pass_k, task.temperature)
-        run_logged([*cmd, "--out", str(passes), *args], task.out / "eval_step0.log")
-    result = {**scores(folder, answers), "correct": correct_by_question(folder / "samples.jsonl")}
-    if task.pass_k:
-        result["pass_k"] = pass_at_k(passes, task.pass_k)
+    if task.sampling.k:
+        if sampled_otherwise(passes, task.sampling):
+            shutil.rmtree(passes)
+        if not (passes / "summary.json").exists():
+            args = sampled(task.eval_args, task.sampling)
+            run_logged([*cmd, "--out", str(passes), *args], task.out / "eval_step0.log")
+    result = {**scores(folder, answers), **correctness(folder / "samples.jsonl", answers)}
+    if task.sampling.k:
+        result |= {"pass_k": pass_at_k(passes, task.sampling.k), "sampling": sampling}
     save_result(task.out / STEP0, result)
     return result
 
@@ -332,17 +364,17 @@ def seed_result(task: Task, run: Path, initial: dict, answers: dict[str, str]) -
     # eval.iterate's own reader: the steps whose summaries are complete
     folders = {r["step"]: run / "eval" / f"global_step_{r['step']}" for r in step_rows(run / "eval")}
     by_step = {0: initial} | {s: scores(f, answers) for s, f in folders.items()}
-    result = {
-        key: {s: v[key] for s, v in by_step.items()} for key in initial if key not in ("correct", "pass_k")
-    }
+    result = {key: {s: v[key] for s, v in by_step.items()} for key in CURVES if key != "pass_k"}
     last = folders[max(folders)] / "samples.jsonl" if folders else None
-    result["correct"] = correct_by_question(last) if last else initial["correct"]
+    result |= correctness(last, answers) if last else {k: initial[k] for k in ("correct", "correct_second")}
     result["train"] = train_metrics(run)
-    if task.pass_k:  # pass@k at the training temperature
+    if task.sampling.k:  # pass@k at the training temperature and top-p
         passes = {
             r["step"]: run / "eval_pass" / f"global_step_{r['step']}" for r in step_rows(run / "eval_pass")
         }
-        result["pass_k"] = {0: initial["pass_k"]} | {s: pass_at_k(f, task.pass_k) for s, f in passes.items()}
+        result["pass_k"] = {0: initial["pass_k"]} | {
+            s: pass_at_k(f, task.sampling.k) for s, f in passes.items()
+        }
     return result
 
 
@@ -409,16 +441,17 @@ def mechanism_summary(per_seed: list[dict]) -> dict:
     return out
 
 
-def paired_difference(method: list[dict], grpo: list[dict], n_boot: int = 2000) -> dict:
-    """The method's final held-out accuracy minus GRPO's, seed by seed (same seed, same data order),
-    averaged over seeds; a 95% bootstrap interval over the held-out questions."""
+def paired_difference(
+    method: list[dict], grpo: list[dict], rule: str = "correct", n_boot: int = 2000
+) -> dict:
+    """The method's final held-out accuracy minus GRPO's under one rule (`correct`: the training
+    reward's, `correct_second`), seed by seed (same seed, same data order), averaged over seeds; a
+    95% bootstrap interval over the held-out questions."""
     import numpy as np
 
     pairs = list(zip(method, grpo, strict=False))
-    ids = sorted(pairs[0][0]["correct"])
-    diffs = np.array(
-        [[m["correct"][q] - g["correct"][q] for q in ids] for m, g in pairs]
-    )  # seeds x questions
+    ids = sorted(pairs[0][0][rule])
+    diffs = np.array([[m[rule][q] - g[rule][q] for q in ids] for m, g in pairs])  # seeds x questions
     rng = np.random.default_rng(0)
     boot = diffs[:, rng.integers(0, len(ids), size=(n_boot, len(ids)))].mean(axis=(0, 2))
     low, high = np.percentile(boot, [2.5, 97.5])
@@ -456,8 +489,9 @@ def main(argv: list[str] | None = None) -> int:
     cfg = compose(base)
     response_len = int(cfg.data.max_response_length)
     greedy = eval_args(heldout_dir, response_len, args.eval_backend)
-    temperature = float(cfg.actor_rollout_ref.rollout.temperature)
-    task = Task(out, base, heldout_n, greedy, args.report_only, args.pass_k, temperature)
+    rollout = cfg.actor_rollout_ref.rollout
+    sampling = Sampling(args.pass_k, float(rollout.temperature), float(rollout.top_p))
+    task = Task(out, base, heldout_n, greedy, args.report_only, sampling)
     print(f"task: toy arithmetic, {heldout_n} held-out questions; model {args.model}; {args.steps} steps")
     (out / ".gitignore").write_text(GITIGNORE)
     answers = heldout_answers(heldout_dir)
@@ -490,6 +524,9 @@ def main(argv: list[str] | None = None) -> int:
     if "grpo" in results:
         for method in summary.keys() - {"grpo"}:
             summary[method]["vs_grpo"] = paired_difference(results[method], results["grpo"])
+            summary[method]["vs_grpo_second_rule"] = paired_difference(
+                results[method], results["grpo"], "correct_second"
+            )
     write_report(out, summary, results, heldout_n)
     return 0
 

@@ -102,11 +102,16 @@ def heldout_answers(heldout_dir: Path, name: str = BENCH) -> dict[str, str]:
     return {q.id: q.answer for q in bm.load(name, data_dir=heldout_dir).questions}
 
 
-def correct_by_question(samples: Path, name: str = BENCH) -> dict[str, float]:
-    """Question id -> mean correctness under the training reward's rule (eval.run's `correct`)."""
+def correct_by_question(
+    samples: Path, answers: dict[str, str] | None = None, name: str = BENCH
+) -> dict[str, float]:
+    """Question id -> mean correctness: under the training reward's rule (eval.run's `correct`), or
+    given the ground truths, under the second rule."""
     per_question: dict[str, list[float]] = {}
     for r in samples_of(samples, name):
-        per_question.setdefault(str(r["question_id"]), []).append(float(r["correct"]))
+        qid = str(r["question_id"])
+        ok = r["correct"] if answers is None else second_rule_correct(r["response"], answers[qid])
+        per_question.setdefault(qid, []).append(float(ok))
     return {q: sum(v) / len(v) for q, v in per_question.items()}
 
 
@@ -151,8 +156,5 @@ def second_rule_correct(text: str, truth: str) -> bool:
 def second_rule_accuracy(samples: Path, answers: dict[str, str], name: str = BENCH) -> float:
     """Mean second-rule correctness of one benchmark's samples, per question then over questions
     (as eval.run's per-question average)."""
-    per_question: dict[str, list[bool]] = {}
-    for r in samples_of(samples, name):
-        qid = str(r["question_id"])
-        per_question.setdefault(qid, []).append(second_rule_correct(r["response"], answers[qid]))
-    return sum(sum(v) / len(v) for v in per_question.values()) / len(per_question)
+    per_question = correct_by_question(samples, answers, name)
+    return sum(per_question.values()) / len(per_question)
