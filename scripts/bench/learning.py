@@ -416,6 +416,7 @@ def method_summary(task: Task, name: str, seeds: list[dict]) -> dict:
         "heldout_n": task.heldout_n,
         "n_seeds": len(seeds),
         **{CURVES[key]: c for key, c in curves.items()},
+        "pass@k_sampling": task.sampling._asdict(),  # k, temperature, top-p of pass@k_by_step
         "seeds": [
             {CURVES[k]: {str(s): v for s, v in sorted(r[k].items())} for k in CURVES if k in r} for r in seeds
         ],

@@ -172,9 +172,12 @@ def plot(summary: dict, results: dict, path: Path, heldout_n: int) -> None:
             ylabel=MECHANISM[name],
             title=f"{MECHANISM[name]}, mean over seeds (band: range)",
         )
-    ax_pass.set(
-        xlabel="training step", ylabel="pass@k (%)", title="pass@k at the training temperature (band: range)"
-    )
+    sampling = next(iter(summary.values()), {}).get("pass@k_sampling")
+    k = f"pass@{sampling['k']}" if sampling else "pass@k"
+    at = f"temperature {sampling['temperature']}, top-p {sampling['top_p']}" if sampling else "not measured"
+    ax_pass.set(xlabel="training step", ylabel=f"{k} (%)", title=f"{k} at {at} (band: range)")
+    if not ax_reset.lines:
+        ax_reset.text(0.5, 0.5, "no ProRL reset in these runs", ha="center", transform=ax_reset.transAxes)
     ax_reset.set(
         xlabel="training step",
         ylabel="held-out greedy accuracy (%)",
