@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from learning_report import MECHANISM, mean, mechanism, plot, summary_table  # noqa: E402
+from learning_report import MECHANISM, mean, mechanism, plot, summary_table, verdicts  # noqa: E402
 from learning_sets import (  # noqa: E402  (the held-out sets and the second grading rule)
     BENCH,
     SETS,
@@ -468,12 +468,15 @@ def write_report(out: Path, summary: dict, results: dict, heldout_n: int) -> Non
     """OUT/summary.json, summary.md and learning.png, and the table on stdout."""
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     table = summary_table(summary, results)
-    (out / "summary.md").write_text(table)
+    verdict = verdicts(summary)  # the final held-out difference to GRPO, method by method
+    (out / "summary.md").write_text(
+        table + (f"\nFinal held-out accuracy minus GRPO's:\n\n{verdict}" if verdict else "")
+    )
     plot(summary, results, out / "learning.png", heldout_n)
     from recipes.platforms.cpu import describe_cpu
 
     print(f"CPU: {describe_cpu()}")
-    print(table, end="")
+    print(table + verdict, end="")
     print(f"done: {out}/summary.json, summary.md, learning.png")
 
 

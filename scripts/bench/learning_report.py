@@ -82,6 +82,30 @@ def versus_grpo(s: dict) -> str:
     return " / ".join(one(s[key]) for key in ("vs_grpo", "vs_grpo_second_rule") if key in s)
 
 
+def verdicts(summary: dict) -> str:
+    """One line per method compared with GRPO: whether its final held-out difference is beyond the
+    noise (its 95% interval excludes 0) under both rules, one of them, or neither."""
+    lines = []
+    for method, s in summary.items():
+        if "vs_grpo" not in s or "vs_grpo_second_rule" not in s:
+            continue
+        rule, second = s["vs_grpo"], s["vs_grpo_second_rule"]
+        better = "better" if rule["diff"] > 0 else "worse"
+        if rule["beyond_noise"] and second["beyond_noise"]:
+            if (rule["diff"] > 0) == (second["diff"] > 0):
+                verdict = f"{better} than GRPO beyond the noise under both rules"
+            else:
+                verdict = "beyond the noise under both rules, in opposite directions"
+        elif rule["beyond_noise"] or second["beyond_noise"]:
+            which = "training reward's rule" if rule["beyond_noise"] else "second rule"
+            verdict = f"beyond the noise under the {which} only"
+        else:
+            verdict = "within the noise under both rules"
+        diffs = f"{100 * rule['diff']:+.1f} / {100 * second['diff']:+.1f} points"
+        lines.append(f"- {method} ({s['n_seeds']} seed(s)): {diffs}, {verdict}")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
 def summary_table(summary: dict, results: dict) -> str:
     """One row per method, means over seeds. Train columns: mean of the first 5 / last 5 steps."""
     lines = [
