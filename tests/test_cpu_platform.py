@@ -333,6 +333,80 @@ def test_a_one_process_engine_that_asks_for_uni_runs_its_model_in_the_engine_cor
     assert 'parallel_config.distributed_executor_backend = "mp"' in inspect.getsource(original)
 
 
+# One engine (the tiny model, greedy, 32 tokens) answers 24 questions (~60 tokens each) twice: all sent at once, then
+# one request joining at each engine step, so new prompts are prefilled beside running decodes.
+# Prints each request's tokens and the log-prob of each token it chose, both times.
+_BATCHES = r"""
+import json, sys
+from recipes.platforms.cpu_vllm import CPUSession
+session = CPUSession(prefix="test-batches-", in_process=True)
+import vllm
+llm = vllm.LLM(model=sys.argv[1], dtype="float32", max_model_len=512, kv_cache_memory_bytes=64 << 20,
+               max_num_batched_tokens=512, enforce_eager=True, distributed_executor_backend="uni",
+               enable_chunked_prefill=False)
+engine, tok = llm.llm_engine, llm.get_tokenizer()
+system = "Please reason step by step, and put your final answer within \\boxed{}."
+prompts = [  # long enough for the split: with the user's question alone nothing moves
+    tok.apply_chat_template(
+        [{"role": "system", "content": system},
+         {"role": "user", "content": f"Tom had {7 * i % 41 + 20} apples and gave away {i} of them. How many are left?"}],
+        add_generation_prompt=True, tokenize=False)
+    for i in range(24)
+]
+params = vllm.SamplingParams(temperature=0, max_tokens=32, ignore_eos=True, logprobs=0)
+
+def answers(joining):
+    done, step = {}, 0
+    while step < len(joining) or engine.has_unfinished_requests():
+        for i in joining[step] if step < len(joining) else ():
+            engine.add_request(f"{len(done)}-{step}-{i}", {"prompt_token_ids": tok.encode(prompts[i])}, params)
+        for out in engine.step():
+            if out.finished:
+                c = out.outputs[0]
+                lps = [lp[t].logprob for t, lp in zip(c.token_ids, c.logprobs)]
+                done[int(out.request_id.split("-")[-1])] = [list(c.token_ids), lps]
+        step += 1
+    return [done[i] for i in range(len(prompts))]
+
+together = answers([list(range(len(prompts)))])
+joining = answers([[i] for i in range(len(prompts))])
+print("RESULT=" + json.dumps({"together": together, "joining": joining}))
+session.close()
+"""
+
+
+def _batched_twice(model: Path, tmp: Path, **env: str) -> tuple[list, list]:
+    out = subprocess.run(
+        [sys.executable, "-c", _BATCHES, str(model)],
+        env={**os.environ, **env},
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT=")]
+    assert out.returncode == 0 and lines, out.stderr[-3000:]
+    result = json.loads(lines[-1][len("RESULT=") :])
+    return result["together"], result["joining"]
+
+
+@pytest.mark.vllm
+def test_a_requests_logprobs_do_not_depend_on_the_requests_beside_it(tiny_model, tmp_path):
+    """vllm_env turns vLLM's CPU attention KV split off: a greedy request then gets the same tokens
+    and log-probs, bit for bit, whether it is prefilled with every other request or beside others'
+    decodes (what a resumed run or evaluation meets: timing decides which requests share a step).
+    With the split on (vLLM's default), the same requests' log-probs move in the last bits, which
+    flips a greedy response wherever two tokens nearly tie; on a single core there is nothing to
+    split."""
+    together, joining = _batched_twice(tiny_model, tmp_path)
+    assert [t for t, _ in together] == [t for t, _ in joining]
+    assert [lp for _, lp in together] == [lp for _, lp in joining]  # floats, exactly
+    assert len({tuple(t) for t, _ in together}) > 1  # 24 answers, not one repeated
+    if len(os.sched_getaffinity(0)) >= 2:
+        together, joining = _batched_twice(tiny_model, tmp_path, VLLM_CPU_ATTN_SPLIT_KV="1")
+        assert together != joining
+
+
 def _layer(weight: torch.Tensor, bias: torch.Tensor) -> torch.nn.Module:
     layer = torch.nn.Module()
     layer.weight = torch.nn.Parameter(weight.clone(), requires_grad=False)

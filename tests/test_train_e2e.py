@@ -376,18 +376,16 @@ def test_a_resumed_run_repeats_the_uninterrupted_run_bit_for_bit(e2e, launches):
         )
 
     assert val(out) == val(reference)
-    # Every metric of the step, times aside, but vLLM's own log-probs of the sampled tokens
-    # (training/rollout_*): they depend on which requests shared an engine step, which timing
-    # decides, and vLLM's CPU kernels are not batch-invariant, so they agree to ~1e-9, not to the
-    # bit (the tokens drawn are the same: the dumps above).
+    # Every metric of the step, times aside, vLLM's own log-probs of the sampled tokens
+    # (training/rollout_*) included: which requests share an engine step is up to timing, and
+    # with vLLM's CPU attention KV split off (recipes/platforms/cpu_vllm.py: vllm_env) a request's
+    # log-probs do not depend on them.
     uninterrupted = next(r["data"] for r in metrics_of(reference) if r["step"] == 4)
     a, b = (
         {k: v for k, v in d.items() if not of_the_machine(k)} for d in (uninterrupted, records[0]["data"])
     )
     assert a.keys() == b.keys()
-    differ = {k: (a[k], b[k]) for k in a if a[k] != b[k]}
-    assert all(k.startswith("training/rollout_") for k in differ), differ
-    assert all(a[k] == pytest.approx(b[k], rel=1e-3, abs=1e-8) for k in differ), differ
+    assert {k: (a[k], b[k]) for k in a if a[k] != b[k]} == {}
     hf = "checkpoints/global_step_4/actor/huggingface"
     w1, w2 = weights(reference / hf), weights(out / hf)
     assert w1.keys() == w2.keys() and all(torch.equal(w1[k], w2[k]) for k in w1)

@@ -208,12 +208,21 @@ def vllm_env(root: str | os.PathLike) -> dict[str, str]:
     sampler compiles one small function (`compiled_random_sample`, a division and an argmax) with
     torch.compile while the engine warms up: 11-13 s of every engine start on 2 cores (the tiny
     model's engine starts in 1.5 s without it, 12.8 s with it), for no measurable speed-up of
-    sampling. Nothing else of a CPU run is compiled (the FSDP actor runs without torch.compile)."""
+    sampling. Nothing else of a CPU run is compiled (the FSDP actor runs without torch.compile).
+
+    And vLLM's CPU attention without its KV split (`VLLM_CPU_ATTN_SPLIT_KV=0`): with the split, the
+    kernel divides a sequence's keys between threads according to the whole batch, so a request's
+    logits change in the last bits (~1e-6 in a log-prob) with the requests that share its engine
+    step, which timing decides; a greedy response then flips where two tokens nearly tie, and an
+    evaluation resumed or batched differently grades different text. Without it, a request's
+    log-probs are the same bit for bit in any batch (tests/test_cpu_platform.py), for ~9% of
+    rollout speed on 2 cores (docs/running.md#reproducibility-the-same-seed-the-same-run)."""
     from recipes.files import cache_dir
 
     return {
         "TORCHDYNAMO_DISABLE": "1",
         "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+        "VLLM_CPU_ATTN_SPLIT_KV": "0",
         "VLLM_CACHE_ROOT": str(cache_dir() / "vllm"),
         "VLLM_RPC_BASE_PATH": str(root),
         "HF_DATASETS_CACHE": f"{root}/datasets",
