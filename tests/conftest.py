@@ -20,6 +20,20 @@ from recipes.platforms.cpu_vllm import carries, held_open, shm_files
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def environment_as_it_was():
+    """What a test sets in os.environ is gone after it: recipes.train's preparation before Ray
+    (the CPU platform, recipes.deterministic, the entropy flag), an in-process vLLM engine's OpenMP
+    settings. Every later launch of the session inherits this process's environment: one that
+    inherited RECIPES_ENTROPY_NO_GRAD=1 from tests/test_run_folder.py trained without its entropy
+    bonus's gradient, and a resumed run no longer repeated the uninterrupted one."""
+    saved = dict(os.environ)
+    yield
+    if dict(os.environ) != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture(scope="module")
 def grader():
     """A 2-worker grader with a 2 s limit: short enough to keep the suite fast, long enough that

@@ -3,6 +3,8 @@ log-probs as the old ones (ratio exactly 1) in place of verl's separate old-log-
 end-to-end runs (tests/test_train_e2e.py) train with it; here its numbers are checked against a
 hand-computed value and against verl's own loss given the right old log-probs."""
 
+import os
+
 import pytest
 import torch
 from tensordict import TensorDict
@@ -36,6 +38,24 @@ def test_an_update_is_on_policy_only_when_nothing_needs_the_old_pass(overrides, 
 
 def test_the_setting_turns_the_shortcut_off():
     assert not on_policy.active(compose(["experiment=demo_cpu", "recipes.skip_old_log_prob=false"]))
+
+
+def test_what_one_run_exports_does_not_carry_over_to_the_next_in_the_same_process(tiny_model):
+    """recipes.train's preparation of a run on-policy without an entropy bonus exports
+    RECIPES_ENTROPY_NO_GRAD=1 (verl's entropy then takes no part in the backward pass). A second
+    run prepared in the same process, with a bonus and recipes.deterministic off, must get both
+    flags off: an inherited entropy flag once took the bonus's gradient away from a resumed test
+    run (its grad norm 0.1290 against the uninterrupted run's 0.1249, every loss metric equal)."""
+    from recipes.platforms import determinism
+    from recipes.train import prepare
+
+    prepare(compose(["experiment=demo_cpu"]))  # tests/conftest.py restores os.environ afterwards
+    assert os.environ[on_policy.ENTROPY_NO_GRAD] == "1" and os.environ[determinism.ENV_FLAG] == "1"
+    bonus = ["actor_rollout_ref.actor.entropy_coeff=0.01", "recipes.deterministic=false"]
+    cfg = compose(["experiment=demo_cpu", *bonus])
+    assert on_policy.active(cfg)
+    prepare(cfg)
+    assert os.environ[on_policy.ENTROPY_NO_GRAD] == "0" and os.environ[determinism.ENV_FLAG] == "0"
 
 
 def test_the_learning_benchmark_and_the_demos_are_on_policy():

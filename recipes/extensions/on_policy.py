@@ -72,9 +72,11 @@ def active(cfg) -> bool:
 
 
 def environment(cfg) -> dict[str, str]:
-    """What recipes.train exports for this run's processes."""
+    """What recipes.train exports for this run's processes: the flag, on or off, so that one left
+    in the environment by an earlier run in the same process cannot take the entropy bonus's
+    gradient away from this one."""
     no_bonus = not OmegaConf.select(cfg, "actor_rollout_ref.actor.entropy_coeff")
-    return {ENTROPY_NO_GRAD: "1"} if active(cfg) and no_bonus else {}
+    return {ENTROPY_NO_GRAD: "1" if active(cfg) and no_bonus else "0"}
 
 
 def patch_entropy() -> None:

@@ -3,8 +3,9 @@
 What the setting needs at each stage:
   `check`             before Ray starts: refuses chunked prefill on a CPU (vLLM's CPU build
                       crashes on seeded requests prefilled in chunks)
-  `prepare`           in the driver: when on, exports `ENV` (RECIPES_DETERMINISTIC=1,
-                      PYTHONHASHSEED=0, CUBLAS_WORKSPACE_CONFIG) for every Ray process; without
+  `prepare`           in the driver: exports RECIPES_DETERMINISTIC=1 or 0 (whatever the
+                      environment held), and when on the rest of `ENV` (PYTHONHASHSEED=0,
+                      CUBLAS_WORKSPACE_CONFIG) where unset, for every Ray process; without
                       chunked prefill, sets the rollout's `max_model_len` to prompt + response
                       length when unset and raises `max_num_batched_tokens` to it
   `request_seed`      each vLLM request's own seed, a pure function of the rollout seed and the
@@ -60,6 +61,7 @@ def prepare(cfg: DictConfig) -> None:
     if enabled(cfg):
         for name, value in ENV.items():
             os.environ.setdefault(name, value)
+    os.environ[ENV_FLAG] = "1" if enabled(cfg) else "0"  # not one an earlier run left behind
     rollout = cfg.actor_rollout_ref.rollout
     if not rollout.enable_chunked_prefill:
         if rollout.max_model_len is None:
