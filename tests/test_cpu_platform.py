@@ -359,12 +359,12 @@ def answers(joining):
     done, step = {}, 0
     while step < len(joining) or engine.has_unfinished_requests():
         for i in joining[step] if step < len(joining) else ():
-            engine.add_request(f"{len(done)}-{step}-{i}", {"prompt_token_ids": tok.encode(prompts[i])}, params)
+            engine.add_request(str(i), {"prompt_token_ids": tok.encode(prompts[i])}, params)
         for out in engine.step():
             if out.finished:
                 c = out.outputs[0]
                 lps = [lp[t].logprob for t, lp in zip(c.token_ids, c.logprobs)]
-                done[int(out.request_id.split("-")[-1])] = [list(c.token_ids), lps]
+                done[int(out.request_id)] = [list(c.token_ids), lps]
         step += 1
     return [done[i] for i in range(len(prompts))]
 

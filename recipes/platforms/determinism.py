@@ -58,10 +58,10 @@ def check(cfg: DictConfig) -> None:
 def prepare(cfg: DictConfig) -> None:
     """In the driver, before Ray starts: the environment every process reads, and vLLM's lengths
     without chunked prefill (mutates `cfg`)."""
+    os.environ[ENV_FLAG] = "1" if enabled(cfg) else "0"  # not one an earlier run left behind
     if enabled(cfg):
         for name, value in ENV.items():
             os.environ.setdefault(name, value)
-    os.environ[ENV_FLAG] = "1" if enabled(cfg) else "0"  # not one an earlier run left behind
     rollout = cfg.actor_rollout_ref.rollout
     if not rollout.enable_chunked_prefill:
         if rollout.max_model_len is None:
