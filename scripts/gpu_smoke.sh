@@ -37,7 +37,8 @@
 #   PRESET_TIMEOUT  seconds allowed for each of training and evaluation (default 1800)
 #   DRY_RUN         1: print the commands as "[dry-run] ..." lines and run nothing
 #
-# Status: written and dry-run tested without a GPU; not yet run on one (docs/slurm.md).
+# Status: its checks, plan, SKIP path and table ran on an H100 (2026-11-27) with no weights there;
+# no preset has trained on a GPU yet (docs/slurm.md).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

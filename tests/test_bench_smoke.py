@@ -190,3 +190,21 @@ def test_actor_memory_bench_spec_measure_and_table_on_the_cpu(tmp_path):
         and " / - |" in lines[2]
     )
     assert lines[3].endswith("| - | - |") and "127.7 / -" in lines[3]
+
+
+CW_BENCH = BENCH.parent / "cw_grpo_bench.py"
+
+
+def test_cw_grpo_bench_weights_check_measures_the_statistics_not_the_rounding():
+    """The check printed before the GPU table: w~ from float32 and bfloat16 log-probs against float64
+    from the same rounded log-probs. Here on the CPU (the GPU is the seam); statistics computed in
+    bfloat16 would miss by ~1e-2, the float32 ones by ~1e-7."""
+    spec = importlib.util.spec_from_file_location("cw_grpo_bench", CW_BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    import torch
+
+    line = bench.weights_error(bench.batch(8, 512), torch.device("cpu"))
+    errors = [float(part.split(": ")[-1]) for part in line.split(", largest difference: ")[1].split(", ")]
+    assert line.startswith("w~ on cpu vs float64 on the CPU") and len(errors) == 2, line
+    assert all(0 <= e < 1e-5 for e in errors), line
