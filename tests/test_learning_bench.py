@@ -264,25 +264,46 @@ def test_paired_difference_to_grpo_by_seed_with_a_bootstrap_interval_under_eithe
 def test_verdicts_say_under_which_rules_a_difference_is_beyond_the_noise():
     report = load_learning("learning_report")
 
-    def vs(diff: float, beyond: bool) -> dict:
-        return {"diff": diff, "beyond_noise": beyond}
+    def vs(diff: float, beyond: bool, per_seed=(0.06, 0.08, 0.04)) -> dict:
+        return {"diff": diff, "beyond_noise": beyond, "per_seed": list(per_seed)}
 
     summary = {
         "grpo": {"n_seeds": 3},
         "both": {"n_seeds": 3, "vs_grpo": vs(0.06, True), "vs_grpo_second_rule": vs(0.05, True)},
-        "worse": {"n_seeds": 3, "vs_grpo": vs(-0.06, True), "vs_grpo_second_rule": vs(-0.05, True)},
-        "opposite": {"n_seeds": 2, "vs_grpo": vs(0.06, True), "vs_grpo_second_rule": vs(-0.05, True)},
+        "worse": {
+            "n_seeds": 3,
+            "vs_grpo": vs(-0.06, True, (-0.1, -0.1, 0.02)),
+            "vs_grpo_second_rule": vs(-0.05, True),
+        },
+        "opposite": {
+            "n_seeds": 2,
+            "vs_grpo": vs(0.06, True, (0.06, 0.06)),
+            "vs_grpo_second_rule": vs(-0.05, True),
+        },
         "rule_only": {"n_seeds": 3, "vs_grpo": vs(0.05, True), "vs_grpo_second_rule": vs(0.01, False)},
-        "second_only": {"n_seeds": 3, "vs_grpo": vs(0.01, False), "vs_grpo_second_rule": vs(0.05, True)},
-        "noise": {"n_seeds": 3, "vs_grpo": vs(0.02, False), "vs_grpo_second_rule": vs(-0.01, False)},
+        "second_only": {
+            "n_seeds": 3,
+            "vs_grpo": vs(0.01, False, (0.03, 0.0, 0.0)),
+            "vs_grpo_second_rule": vs(0.05, True),
+        },
+        "noise": {
+            "n_seeds": 1,
+            "vs_grpo": vs(0.02, False, (0.02,)),
+            "vs_grpo_second_rule": vs(-0.01, False, (-0.01,)),
+        },
     }
+    three = "3 of 3 seeds on that side under the training reward's rule"
     assert report.verdicts(summary).splitlines() == [
-        "- both (3 seed(s)): +6.0 / +5.0 points, better than GRPO beyond the noise under both rules",
-        "- worse (3 seed(s)): -6.0 / -5.0 points, worse than GRPO beyond the noise under both rules",
-        "- opposite (2 seed(s)): +6.0 / -5.0 points, beyond the noise under both rules, in opposite directions",
-        "- rule_only (3 seed(s)): +5.0 / +1.0 points, beyond the noise under the training reward's rule only",
-        "- second_only (3 seed(s)): +1.0 / +5.0 points, beyond the noise under the second rule only",
-        "- noise (3 seed(s)): +2.0 / -1.0 points, within the noise under both rules",
+        f"- both (3 seed(s)): +6.0 / +5.0 points, better than GRPO beyond the noise under both rules; {three}",
+        "- worse (3 seed(s)): -6.0 / -5.0 points, worse than GRPO beyond the noise under both rules; "
+        "2 of 3 seeds on that side under the training reward's rule",
+        "- opposite (2 seed(s)): +6.0 / -5.0 points, beyond the noise under both rules, in opposite directions; "
+        "2 of 2 seeds on that side under the training reward's rule",
+        f"- rule_only (3 seed(s)): +5.0 / +1.0 points, beyond the noise under the training reward's rule only; {three}",
+        "- second_only (3 seed(s)): +1.0 / +5.0 points, beyond the noise under the second rule only; "
+        "1 of 3 seeds on that side under the training reward's rule",
+        "- noise (1 seed(s)): +2.0 / -1.0 points, within the noise under both rules; "
+        "one seed: the interval covers the choice of questions, not of seeds",
     ]
     assert report.verdicts({"grpo": {"n_seeds": 1}}) == ""
 

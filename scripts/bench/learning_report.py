@@ -84,7 +84,8 @@ def versus_grpo(s: dict) -> str:
 
 def verdicts(summary: dict) -> str:
     """One line per method compared with GRPO: whether its final held-out difference is beyond the
-    noise (its 95% interval excludes 0) under both rules, one of them, or neither."""
+    noise (its 95% interval excludes 0) under both rules, one of them, or neither, and how far the
+    seeds agree: the interval resamples the questions, so it says nothing of seed-to-seed spread."""
     lines = []
     for method, s in summary.items():
         if "vs_grpo" not in s or "vs_grpo_second_rule" not in s:
@@ -102,7 +103,13 @@ def verdicts(summary: dict) -> str:
         else:
             verdict = "within the noise under both rules"
         diffs = f"{100 * rule['diff']:+.1f} / {100 * second['diff']:+.1f} points"
-        lines.append(f"- {method} ({s['n_seeds']} seed(s)): {diffs}, {verdict}")
+        per_seed = rule.get("per_seed", [])
+        if len(per_seed) < 2:
+            seeds = "one seed: the interval covers the choice of questions, not of seeds"
+        else:
+            same = sum((d > 0) == (rule["diff"] > 0) and d != 0 for d in per_seed)
+            seeds = f"{same} of {len(per_seed)} seeds on that side under the training reward's rule"
+        lines.append(f"- {method} ({s['n_seeds']} seed(s)): {diffs}, {verdict}; {seeds}")
     return "\n".join(lines) + "\n" if lines else ""
 
 
