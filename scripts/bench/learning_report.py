@@ -107,7 +107,7 @@ def verdicts(summary: dict) -> str:
         if len(per_seed) < 2:
             seeds = "one seed: the interval covers the choice of questions, not of seeds"
         else:
-            same = sum((d > 0) == (rule["diff"] > 0) and d != 0 for d in per_seed)
+            same = sum(d * rule["diff"] > 0 for d in per_seed)
             seeds = f"{same} of {len(per_seed)} seeds on that side under the training reward's rule"
         lines.append(f"- {method} ({s['n_seeds']} seed(s)): {diffs}, {verdict}; {seeds}")
     return "\n".join(lines) + "\n" if lines else ""
