@@ -49,9 +49,10 @@ METHODS = ("grpo", "prompt_aug", "ta_grpo", "cw_grpo", "prorl", "all")  # all: t
 # What each method changes for this benchmark, beyond its own configs/method/<name>.yaml.
 METHOD_OVERRIDES = {
     "grpo": [],
-    # a template per rollout (the paper's per-prompt draw gives whole groups one template); the
-    # longest template takes ~300 of SmolLM2's tokens
-    "prompt_aug": ["recipes.prompt_aug.sampling=per_rollout", "data.max_prompt_length=384"],
+    # the default per-prompt draw (each group shares one template, as in the paper); the longest
+    # template takes ~300 of SmolLM2's tokens. A per-rollout draw did not learn here:
+    # docs/results/learning/ablations/prompt_aug_per_rollout.json
+    "prompt_aug": ["data.max_prompt_length=384"],
     # the toy set's three fixed rephrasings (recipes.tools.data.TOY_REPHRASINGS) per question
     "ta_grpo": [],
     "cw_grpo": [],
@@ -204,6 +205,7 @@ GITIGNORE = """# written by scripts/bench/learning.py: only the small results ar
 !/summary.md
 !/learning.png
 !/step0.json
+!/ablations/
 !/runs/
 /runs/*/*
 !/runs/*/result.json
