@@ -310,22 +310,28 @@ def test_verdicts_say_under_which_rules_a_difference_is_beyond_the_noise():
 
 def test_mechanism_metrics_of_one_seed_by_hand():
     steps = [
-        (1, 1.0, 0.0, 0.0),
-        (2, 3.0, 0.2, 1.0),
-        (3, 2.0, 0.1, 0.0),
-    ]  # step, grad norm, clip fraction, reset
+        (1, 1.0, 0.0, 0.0, 0.1),
+        (2, 3.0, 0.2, 1.0, 0.2),
+        (3, 2.0, 0.1, 0.0, 0.6),
+        (4, 2.0, 0.1, 0.0, 0.4),
+        (5, 2.0, 0.1, 0.0, 0.9),
+        (6, 2.0, 0.1, 0.0, 0.9),
+    ]  # step, grad norm, clip fraction, reset, train reward
     train = [
         {"step": s, "actor/entropy": 0.5 * s, "response_length/mean": 10 * s, "actor/grad_norm": g}
-        | {"actor/pg_clipfrac": c, "prorl/reset": r}
-        for s, g, c, r in steps
+        | {"actor/pg_clipfrac": c, "prorl/reset": r, "critic/score/mean": w}
+        for s, g, c, r, w in steps
     ]
     m = load_learning("learning_report").mechanism({"train": train, "acc": {0: 0.1, 2: 0.3, 4: 0.5}})
-    assert m["entropy"] == {1: 0.5, 2: 1.0, 3: 1.5} and m["response_length"] == {1: 10, 2: 20, 3: 30}
-    assert m["grad_norm_std"] == pytest.approx((2 / 3) ** 0.5) and m["clipfrac_mean"] == pytest.approx(0.1)
-    assert m["clipfrac"] == {1: 0.0, 2: 0.2, 3: 0.1}  # its own panel, by step
-    # the reset at step 2: the checkpoint at step 2 (before it acts) against the next one
+    assert m["entropy"][3] == 1.5 and m["response_length"] == {s: 10 * s for s in range(1, 7)}
+    assert m["grad_norm_std"] == pytest.approx((2 / 6) ** 0.5)  # 1, 3 and four 2s around 2
+    assert m["clipfrac_mean"] == pytest.approx(0.6 / 6)
+    assert m["clipfrac"] == {1: 0.0, 2: 0.2, 3: 0.1, 4: 0.1, 5: 0.1, 6: 0.1}  # its own panel, by step
+    # the reset at step 2 acts after step 2's update: the checkpoint at step 2 against the next
+    # one, and the train reward of steps 1-2 (all there is before it) against steps 3-5
     assert m["prorl_resets"] == [
         {"reset_step": 2, "before_step": 2, "before": 0.3, "after_step": 4, "after": 0.5}
+        | {"reward_before": pytest.approx(0.15), "reward_after": pytest.approx(1.9 / 3)}
     ]
 
 
@@ -333,7 +339,8 @@ def test_the_plot_has_a_panel_for_pass_at_k_and_for_prorls_resets(tmp_path):
     report = load_learning("learning_report")
     band = {str(k): {"mean": 0.1 * k, "min": 0.05 * k, "max": 0.15 * k} for k in (0, 1, 2)}
     mechanism = {f"{name}_by_step": band for name in report.MECHANISM}
-    reset = {"reset_step": 1, "before_step": 1, "before": 0.2, "after_step": 2, "after": 0.3}
+    reset = {"reset_step": 4, "before_step": 4, "before": 0.2, "after_step": 8, "after": 0.3}
+    reset |= {"reward_before": 0.25, "reward_after": 0.125}
     summary = {
         m: {
             **{
@@ -357,6 +364,13 @@ def test_the_plot_has_a_panel_for_pass_at_k_and_for_prorls_resets(tmp_path):
 
     image = plt.imread(tmp_path / "p.png")
     assert image.shape[0] > 1.3 * 1000 and image.shape[1] > 1700  # three rows of panels at 110 dpi
+    # and summary.md's lines: seed 0's reset, with GRPO's train reward over the same steps (seed 1
+    # did not reset)
+    results["grpo"] = [{"train": [{"step": s, "critic/score/mean": 0.1 * s} for s in range(1, 9)]}]
+    assert report.reset_lines(summary, results) == (
+        "- prorl, seed 0, reset after step 4: held-out 20.0% (step 4) -> 30.0% (step 8); "
+        "train reward 0.250 (steps 2-4) -> 0.125 (steps 5-7), GRPO's 0.300 -> 0.600\n"
+    )
 
 
 def test_step0_evaluates_pass_at_k_again_only_when_its_sampling_changed(tiny_model, tmp_path):

@@ -35,7 +35,15 @@ from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from learning_report import MECHANISM, mean, mechanism, plot, summary_table, verdicts  # noqa: E402
+from learning_report import (  # noqa: E402
+    MECHANISM,
+    mean,
+    mechanism,
+    plot,
+    reset_lines,
+    summary_table,
+    verdicts,
+)
 from learning_sets import (  # noqa: E402  (the held-out sets and the second grading rule)
     BENCH,
     SETS,
@@ -471,8 +479,11 @@ def write_report(out: Path, summary: dict, results: dict, heldout_n: int) -> Non
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     table = summary_table(summary, results)
     verdict = verdicts(summary)  # the final held-out difference to GRPO, method by method
+    resets = reset_lines(summary, results)  # ProRL: before and after each reset
     (out / "summary.md").write_text(
-        table + (f"\nFinal held-out accuracy minus GRPO's:\n\n{verdict}" if verdict else "")
+        table
+        + (f"\nFinal held-out accuracy minus GRPO's:\n\n{verdict}" if verdict else "")
+        + (f"\nProRL's resets:\n\n{resets}" if resets else "")
     )
     plot(summary, results, out / "learning.png", heldout_n)
     from recipes.platforms.cpu import describe_cpu

@@ -4,7 +4,8 @@ paper's mechanism measured from the training metrics of every seed.
   entropy, response length   per step (prompt augmentation's and ProRL's claims: no collapse)
   grad-norm spread, clip fraction   over the steps (CW-GRPO's stability claim)
   ProRL resets               held-out accuracy at the checkpoint at or before each reset step and
-                             at the next one after it (does it keep improving past a reset?)
+                             at the next one after it (does it keep improving past a reset?), and
+                             the train reward of the RESET_WINDOW steps before and after it
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ MECHANISM = {
     "grad_norm": "actor/grad_norm",
     "clipfrac": "actor/pg_clipfrac",
 }
+RESET_WINDOW = 3  # training steps on each side of a ProRL reset whose train reward is averaged
 
 
 def mechanism(result: dict) -> dict:
@@ -47,9 +49,20 @@ def mechanism(result: dict) -> dict:
                     "after_step": after,
                     "after": acc[after],
                 }
+                | dict(zip(("reward_before", "reward_after"), reward_around(train, step), strict=True))
             )
     out["prorl_resets"] = resets
     return out
+
+
+def reward_around(train: list[dict], step: int) -> tuple[float, float]:
+    """The mean train reward of the RESET_WINDOW steps up to `step` and of the RESET_WINDOW after
+    it (a ProRL reset acts after its step's update)."""
+    reward = {t["step"]: t["critic/score/mean"] for t in train if "critic/score/mean" in t}
+    return (
+        mean([v for k, v in reward.items() if step - RESET_WINDOW < k <= step]),
+        mean([v for k, v in reward.items() if step < k <= step + RESET_WINDOW]),
+    )
 
 
 def mean(values: list[float]) -> float:
@@ -110,6 +123,27 @@ def verdicts(summary: dict) -> str:
             same = sum(d * rule["diff"] > 0 for d in per_seed)
             seeds = f"{same} of {len(per_seed)} seeds on that side under the training reward's rule"
         lines.append(f"- {method} ({s['n_seeds']} seed(s)): {diffs}, {verdict}; {seeds}")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def reset_lines(summary: dict, results: dict) -> str:
+    """One line per ProRL reset of each seed: held-out accuracy at the checkpoints around it, the
+    train reward of the steps around it, and GRPO's (same seed) over the same steps, the control."""
+    lines, grpo = [], results.get("grpo", [])
+    for method, s in summary.items():
+        for seed, resets in enumerate(s["mechanism"].get("prorl_resets", [])):
+            for r in resets:
+                w = r["reset_step"]
+                first = max(1, w - RESET_WINDOW + 1)
+                line = (
+                    f"- {method}, seed {seed}, reset after step {w}: held-out {100 * r['before']:.1f}% "
+                    f"(step {r['before_step']}) -> {100 * r['after']:.1f}% (step {r['after_step']}); "
+                    f"train reward {r['reward_before']:.3f} (steps {first}-{w}) -> "
+                    f"{r['reward_after']:.3f} (steps {w + 1}-{w + RESET_WINDOW})"
+                )
+                if seed < len(grpo):
+                    line += ", GRPO's {:.3f} -> {:.3f}".format(*reward_around(grpo[seed]["train"], w))
+                lines.append(line)
     return "\n".join(lines) + "\n" if lines else ""
 
 
