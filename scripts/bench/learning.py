@@ -192,7 +192,10 @@ RESULT, STEP0 = "result.json", "step0.json"
 
 
 def save_result(path: Path, result: dict) -> None:
-    path.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    """Written whole or not at all: a run stopped while writing it is run again, not unreadable."""
+    part = path.with_suffix(".part")
+    part.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    part.replace(path)
 
 
 def load_result(path: Path) -> dict | None:
