@@ -41,6 +41,7 @@ def mechanism(result: dict) -> dict:
         before = max((k for k in acc if k <= step), default=None)
         after = min((k for k in acc if k > step), default=None)
         if before is not None and after is not None:
+            reward_before, reward_after = reward_around(train, step)
             resets.append(
                 {
                     "reset_step": step,
@@ -48,8 +49,9 @@ def mechanism(result: dict) -> dict:
                     "before": acc[before],
                     "after_step": after,
                     "after": acc[after],
+                    "reward_before": reward_before,
+                    "reward_after": reward_after,
                 }
-                | dict(zip(("reward_before", "reward_after"), reward_around(train, step), strict=True))
             )
     out["prorl_resets"] = resets
     return out
