@@ -253,7 +253,7 @@ def plot(summary: dict, results: dict, path: Path, heldout_n: int) -> None:
     for ax in axes.flat:
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend()
+            ax.legend(fontsize="small")  # six methods share each panel
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
