@@ -371,6 +371,14 @@ def test_the_plot_has_a_panel_for_pass_at_k_and_for_prorls_resets(tmp_path):
         "- prorl, seed 0, reset after step 4: held-out 20.0% (step 4) -> 30.0% (step 8); "
         "train reward 0.250 (steps 2-4) -> 0.125 (steps 5-7), GRPO's 0.300 -> 0.600\n"
     )
+    # the four methods together: their reward has prompt augmentation's format term, so prompt
+    # augmentation's run is the control, not GRPO's
+    summary["all"] = summary["prorl"]
+    results["prompt_aug"] = [{"train": [{"step": s, "critic/score/mean": 0.2 * s} for s in range(1, 9)]}]
+    assert report.reset_lines(summary, results).splitlines()[1] == (
+        "- all, seed 0, reset after step 4: held-out 20.0% (step 4) -> 30.0% (step 8); "
+        "train reward 0.250 (steps 2-4) -> 0.125 (steps 5-7), prompt_aug's 0.600 -> 1.200"
+    )
 
 
 def test_step0_evaluates_pass_at_k_again_only_when_its_sampling_changed(tiny_model, tmp_path):

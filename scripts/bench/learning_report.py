@@ -22,22 +22,26 @@ MECHANISM = {
     "clipfrac": "actor/pg_clipfrac",
 }
 RESET_WINDOW = 3  # training steps on each side of a ProRL reset whose train reward is averaged
+# the run without ProRL whose train reward a ProRL reset is compared with (GRPO's unless named):
+# `all` adds prompt augmentation's format term to its reward, so GRPO's is not the same quantity
+RESET_CONTROL = {"all": "prompt_aug"}
+
+
+def series(train: list[dict], key: str) -> dict[int, float]:
+    """One training metric by step."""
+    return {t["step"]: t[key] for t in train if key in t}
 
 
 def mechanism(result: dict) -> dict:
     """One seed's mechanism metrics from its training metrics and held-out accuracy by step."""
     train = result["train"]
-
-    def series(key: str) -> dict[int, float]:
-        return {t["step"]: t[key] for t in train if key in t}
-
-    out = {name: series(key) for name, key in MECHANISM.items()}
+    out = {name: series(train, key) for name, key in MECHANISM.items()}
     grad, clip = list(out["grad_norm"].values()), list(out["clipfrac"].values())
     out["grad_norm_std"] = statistics.pstdev(grad) if grad else float("nan")
     out["clipfrac_mean"] = mean(clip)
     acc = result["acc"]
     resets = []
-    for step in (s for s, v in series("prorl/reset").items() if v):
+    for step in (s for s, v in series(train, "prorl/reset").items() if v):
         before = max((k for k in acc if k <= step), default=None)
         after = min((k for k in acc if k > step), default=None)
         if before is not None and after is not None:
@@ -60,7 +64,7 @@ def mechanism(result: dict) -> dict:
 def reward_around(train: list[dict], step: int) -> tuple[float, float]:
     """The mean train reward of the RESET_WINDOW steps up to `step` and of the RESET_WINDOW after
     it (a ProRL reset acts after its step's update)."""
-    reward = {t["step"]: t["critic/score/mean"] for t in train if "critic/score/mean" in t}
+    reward = series(train, "critic/score/mean")
     return (
         mean([v for k, v in reward.items() if step - RESET_WINDOW < k <= step]),
         mean([v for k, v in reward.items() if step < k <= step + RESET_WINDOW]),
@@ -130,9 +134,12 @@ def verdicts(summary: dict) -> str:
 
 def reset_lines(summary: dict, results: dict) -> str:
     """One line per ProRL reset of each seed: held-out accuracy at the checkpoints around it, the
-    train reward of the steps around it, and GRPO's (same seed) over the same steps, the control."""
-    lines, grpo = [], results.get("grpo", [])
+    train reward of the steps around it, and the control's (RESET_CONTROL; same seed) over the same
+    steps."""
+    lines = []
     for method, s in summary.items():
+        name = RESET_CONTROL.get(method, "grpo")
+        control = results.get(name, [])
         for seed, resets in enumerate(s["mechanism"].get("prorl_resets", [])):
             for r in resets:
                 w = r["reset_step"]
@@ -143,8 +150,9 @@ def reset_lines(summary: dict, results: dict) -> str:
                     f"train reward {r['reward_before']:.3f} (steps {first}-{w}) -> "
                     f"{r['reward_after']:.3f} (steps {w + 1}-{w + RESET_WINDOW})"
                 )
-                if seed < len(grpo):
-                    line += ", GRPO's {:.3f} -> {:.3f}".format(*reward_around(grpo[seed]["train"], w))
+                if seed < len(control):
+                    before, after = reward_around(control[seed]["train"], w)
+                    line += f", {'GRPO' if name == 'grpo' else name}'s {before:.3f} -> {after:.3f}"
                 lines.append(line)
     return "\n".join(lines) + "\n" if lines else ""
 
