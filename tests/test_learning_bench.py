@@ -261,6 +261,30 @@ def test_paired_difference_to_grpo_by_seed_with_a_bootstrap_interval_under_eithe
     assert row == f"+50.0 [{100 * low:+.1f}, {100 * high:+.1f}] / +0.0 [+0.0, +0.0] (noise)"
 
 
+def test_the_interval_to_grpo_resamples_the_seeds_too_when_there_are_several():
+    learning = load_learning()
+    questions = [str(i) for i in range(100)]
+    grpo = [{"correct": dict.fromkeys(questions, 0.0)} for _ in range(3)]
+
+    def right(n: int) -> dict:  # the first n questions right
+        return {"correct": {q: float(int(q) < n) for q in questions}}
+
+    # seeds 0 and 1 gain 40 points over GRPO; on seed 2, GRPO gets 20 questions right that the method misses
+    grpo[2] = right(20)
+    method = [right(40), right(40), {"correct": dict.fromkeys(questions, 0.0)}]
+    d = learning.paired_difference(method, grpo)
+    assert d["per_seed"] == [0.4, 0.4, -0.2] and d["diff"] == pytest.approx(0.2)
+    # a third of the bootstrap draws take seed 2 twice or more (mean 0 or -0.2 plus question noise):
+    # the interval reaches below 0, though each seed's question-only interval is far from it
+    assert d["ci95"][0] < 0 < d["ci95"][1] and not d["beyond_noise"]
+    for m, g in zip(method, grpo, strict=True):
+        alone = learning.paired_difference([m], [g])
+        assert alone["beyond_noise"] and abs(alone["diff"]) >= 0.2
+    # the seeds agree: beyond the noise, the interval inside the range the seeds span
+    agree = learning.paired_difference([right(40), right(30), right(35)], [right(0)] * 3)
+    assert agree["diff"] == pytest.approx(0.35) and 0.2 < agree["ci95"][0] < 0.35 < agree["ci95"][1] < 0.5
+
+
 def test_verdicts_say_under_which_rules_a_difference_is_beyond_the_noise():
     report = load_learning("learning_report")
 

@@ -460,14 +460,17 @@ def paired_difference(
 ) -> dict:
     """The method's final held-out accuracy minus GRPO's under one rule (`correct`: the training
     reward's, `correct_second`), seed by seed (same seed, same data order), averaged over seeds; a
-    95% bootstrap interval over the held-out questions."""
+    95% bootstrap interval that resamples the held-out questions and, with two seeds or more, the
+    seed pairs too, so that it covers seed-to-seed spread as well as the choice of questions."""
     import numpy as np
 
     pairs = list(zip(method, grpo, strict=False))
     ids = sorted(pairs[0][0][rule])
     diffs = np.array([[m[rule][q] - g[rule][q] for q in ids] for m, g in pairs])  # seeds x questions
     rng = np.random.default_rng(0)
-    boot = diffs[:, rng.integers(0, len(ids), size=(n_boot, len(ids)))].mean(axis=(0, 2))
+    questions = rng.integers(0, len(ids), size=(n_boot, 1, len(ids)))
+    seeds = rng.integers(0, len(pairs), size=(n_boot, len(pairs), 1))
+    boot = diffs[seeds, questions].mean(axis=(1, 2))
     low, high = np.percentile(boot, [2.5, 97.5])
     return {
         "diff": float(diffs.mean()),

@@ -104,7 +104,7 @@ def versus_grpo(s: dict) -> str:
 def verdicts(summary: dict) -> str:
     """One line per method compared with GRPO: whether its final held-out difference is beyond the
     noise (its 95% interval excludes 0) under both rules, one of them, or neither, and how far the
-    seeds agree: the interval resamples the questions, so it says nothing of seed-to-seed spread."""
+    seeds agree. The interval resamples seeds and questions; with one seed, the questions only."""
     lines = []
     for method, s in summary.items():
         if "vs_grpo" not in s or "vs_grpo_second_rule" not in s:
