@@ -114,8 +114,11 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(e2e, tmp_path):
     assert g["steps"] == 2 and g["heldout_n"] == 20 and g["wall_s"] > 0
     table = (out / "summary.md").read_text()
     assert f"| grpo | {100 * initial:.1f}% | {100 * steps[2]:.1f}% |" in table
-    png = (out / "learning.png").read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    final = f"| grpo | 1 | {100 * steps[2]:.1f}% | {100 * second['2']['mean']:.1f}% | - | - |"
+    assert final in table and final in proc.stdout  # the README's short table
+    for name in ("learning.png", "heldout.png"):
+        png = (out / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     assert proc.stdout.strip().splitlines()[-1].startswith(f"done: {out}/summary.json")
 
     assert "grpo: training" not in proc.stdout  # trained already
@@ -134,6 +137,7 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(e2e, tmp_path):
     kept = subprocess.run(["git", "-C", str(out), "ls-files"], capture_output=True, text=True).stdout.split()
     assert sorted(kept) == [
         ".gitignore",
+        "heldout.png",
         "learning.png",
         "runs/grpo/result.json",
         "step0.json",
@@ -403,6 +407,61 @@ def test_the_plot_has_a_panel_for_pass_at_k_and_for_prorls_resets(tmp_path):
         "- all, seed 0, reset after step 4: held-out 20.0% (step 4) -> 30.0% (step 8); "
         "train reward 0.250 (steps 2-4) -> 0.125 (steps 5-7), prompt_aug's 0.600 -> 1.200"
     )
+
+
+def test_the_readme_table_and_figure_show_each_methods_mean_and_spread_over_seeds(tmp_path):
+    report = load_learning("learning_report")
+
+    def curve(final: tuple[float, float, float]) -> dict:  # step 0, then (mean, min, max) at step 10
+        return {
+            "0": {"mean": 0.2, "min": 0.2, "max": 0.2},
+            "10": dict(zip(("mean", "min", "max"), final, strict=True)),
+        }
+
+    def vs(diff: float, low: float, high: float, per_seed: list[float]) -> dict:
+        return {"diff": diff, "ci95": [low, high], "beyond_noise": low > 0 or high < 0, "per_seed": per_seed}
+
+    summary = {
+        "grpo": {"n_seeds": 3, "steps": 10, "acc_by_step": curve((0.44, 0.41, 0.47))},
+        "better": {
+            "n_seeds": 3,
+            "steps": 10,
+            "acc_by_step": curve((0.5, 0.48, 0.53)),
+            "vs_grpo": vs(0.06, 0.02, 0.1, [0.07, 0.06, 0.05]),
+            "vs_grpo_second_rule": vs(0.01, -0.03, 0.05, [0.02, 0.0, 0.01]),
+        },
+        "one": {
+            "n_seeds": 1,
+            "steps": 10,
+            "acc_by_step": curve((0.3, 0.3, 0.3)),
+            "vs_grpo": vs(-0.17, -0.235, -0.105, [-0.17]),
+            "vs_grpo_second_rule": vs(-0.125, -0.185, -0.065, [-0.125]),
+        },
+    }
+    for s in summary.values():
+        s["acc_second_rule_by_step"] = curve((0.4, 0.35, 0.45))
+    rows = report.headline(summary).splitlines()
+    assert rows[2:] == [
+        "| grpo | 3 | 44.0% (41.0-47.0) | 40.0% (35.0-45.0) | - | - |",
+        "| better | 3 | 50.0% (48.0-53.0) | 40.0% (35.0-45.0) | +6.0 [+2.0, +10.0] / +1.0 [-3.0, +5.0] "
+        "| beyond the noise under the training reward's rule only |",
+        "| one | 1 | 30.0% | 40.0% | -17.0 [-23.5, -10.5] / -12.5 [-18.5, -6.5] "
+        "| worse than GRPO beyond the noise under both rules (one seed: the seeds' spread not covered) |",
+    ]
+    report.plot_heldout(summary, tmp_path / "heldout.png", 200)
+    import matplotlib.pyplot as plt
+
+    image = plt.imread(tmp_path / "heldout.png")
+    assert image.shape[0] > 450 and image.shape[1] > 1250  # two panels side by side at 110 dpi
+
+
+def test_the_readme_shows_the_committed_summarys_table():
+    """The README's table and docs/results/learning/summary.md are drawn from the committed
+    summary.json: a run added without regenerating them fails here."""
+    results = REPO / "docs" / "results" / "learning"
+    table = load_learning("learning_report").headline(json.loads((results / "summary.json").read_text()))
+    assert table in (REPO / "README.md").read_text()
+    assert (results / "summary.md").read_text().startswith(table)
 
 
 def test_step0_evaluates_pass_at_k_again_only_when_its_sampling_changed(tiny_model, tmp_path):

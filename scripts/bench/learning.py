@@ -14,7 +14,8 @@ OUT/runs/<method>[_seed<i>]/ with a checkpoint every --eval-every steps, then `p
 over the checkpoints (greedy) and, with --pass-k K, K samples per question at the training
 temperature at the last checkpoint (K samples cost K greedy evaluations). The held-out sets and
 the second grading rule: scripts/bench/learning_sets.py; the table, plot and mechanism metrics:
-scripts/bench/learning_report.py. Writes OUT/summary.json, OUT/summary.md and OUT/learning.png;
+scripts/bench/learning_report.py. Writes OUT/summary.json, OUT/summary.md, OUT/learning.png and
+OUT/heldout.png (held-out accuracy alone, the README's figure);
 docs/learning.md says what each number means. A rerun with the same OUT keeps what is finished; a
 finished run's numbers are OUT/runs/<run>/result.json, which OUT/.gitignore lets git keep (the
 checkpoints and evaluations it does not), so the committed docs/results/learning/ goes on from
@@ -37,9 +38,11 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learning_report import (  # noqa: E402
     MECHANISM,
+    headline,
     mean,
     mechanism,
     plot,
+    plot_heldout,
     reset_lines,
     summary_table,
     verdicts,
@@ -215,6 +218,7 @@ GITIGNORE = """# written by scripts/bench/learning.py: only the small results ar
 !/summary.json
 !/summary.md
 !/learning.png
+!/heldout.png
 !/step0.json
 !/ablations/
 !/runs/
@@ -481,22 +485,24 @@ def paired_difference(
 
 
 def write_report(out: Path, summary: dict, results: dict, heldout_n: int) -> None:
-    """OUT/summary.json, summary.md and learning.png, and the table on stdout."""
+    """OUT/summary.json, summary.md, learning.png and heldout.png, and the table on stdout."""
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     table = summary_table(summary, results)
     verdict = verdicts(summary)  # the final held-out difference to GRPO, method by method
     resets = reset_lines(summary, results)  # ProRL: before and after each reset
     (out / "summary.md").write_text(
-        table
+        headline(summary)
+        + f"\nIn full (train columns: mean of the first 5 / last 5 steps):\n\n{table}"
         + (f"\nFinal held-out accuracy minus GRPO's:\n\n{verdict}" if verdict else "")
         + (f"\nProRL's resets:\n\n{resets}" if resets else "")
     )
     plot(summary, results, out / "learning.png", heldout_n)
+    plot_heldout(summary, out / "heldout.png", heldout_n)
     from recipes.platforms.cpu import describe_cpu
 
     print(f"CPU: {describe_cpu()}")
-    print(table + verdict, end="")
-    print(f"done: {out}/summary.json, summary.md, learning.png")
+    print(headline(summary) + verdict, end="")
+    print(f"done: {out}/summary.json, summary.md, learning.png, heldout.png")
 
 
 def main(argv: list[str] | None = None) -> int:

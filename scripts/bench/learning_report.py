@@ -101,26 +101,28 @@ def versus_grpo(s: dict) -> str:
     return " / ".join(one(s[key]) for key in ("vs_grpo", "vs_grpo_second_rule") if key in s)
 
 
+def verdict(s: dict) -> str:
+    """Whether a method's final held-out difference to GRPO is beyond the noise (its 95% interval
+    excludes 0) under both rules, one of them, or neither."""
+    rule, second = s["vs_grpo"], s["vs_grpo_second_rule"]
+    if rule["beyond_noise"] and second["beyond_noise"]:
+        if (rule["diff"] > 0) == (second["diff"] > 0):
+            return f"{'better' if rule['diff'] > 0 else 'worse'} than GRPO beyond the noise under both rules"
+        return "beyond the noise under both rules, in opposite directions"
+    if rule["beyond_noise"] or second["beyond_noise"]:
+        which = "training reward's rule" if rule["beyond_noise"] else "second rule"
+        return f"beyond the noise under the {which} only"
+    return "within the noise under both rules"
+
+
 def verdicts(summary: dict) -> str:
-    """One line per method compared with GRPO: whether its final held-out difference is beyond the
-    noise (its 95% interval excludes 0) under both rules, one of them, or neither, and how far the
-    seeds agree. The interval resamples seeds and questions; with one seed, the questions only."""
+    """One line per method compared with GRPO: its verdict, and how far the seeds agree. The
+    interval resamples seeds and questions; with one seed, the questions only."""
     lines = []
     for method, s in summary.items():
         if "vs_grpo" not in s or "vs_grpo_second_rule" not in s:
             continue
         rule, second = s["vs_grpo"], s["vs_grpo_second_rule"]
-        better = "better" if rule["diff"] > 0 else "worse"
-        if rule["beyond_noise"] and second["beyond_noise"]:
-            if (rule["diff"] > 0) == (second["diff"] > 0):
-                verdict = f"{better} than GRPO beyond the noise under both rules"
-            else:
-                verdict = "beyond the noise under both rules, in opposite directions"
-        elif rule["beyond_noise"] or second["beyond_noise"]:
-            which = "training reward's rule" if rule["beyond_noise"] else "second rule"
-            verdict = f"beyond the noise under the {which} only"
-        else:
-            verdict = "within the noise under both rules"
         diffs = f"{100 * rule['diff']:+.1f} / {100 * second['diff']:+.1f} points"
         per_seed = rule.get("per_seed", [])
         if len(per_seed) < 2:
@@ -128,8 +130,36 @@ def verdicts(summary: dict) -> str:
         else:
             same = sum(d * rule["diff"] > 0 for d in per_seed)
             seeds = f"{same} of {len(per_seed)} seeds on that side under the training reward's rule"
-        lines.append(f"- {method} ({s['n_seeds']} seed(s)): {diffs}, {verdict}; {seeds}")
+        lines.append(f"- {method} ({s['n_seeds']} seed(s)): {diffs}, {verdict(s)}; {seeds}")
     return "\n".join(lines) + "\n" if lines else ""
+
+
+def headline(summary: dict) -> str:
+    """The short table the README shows: final held-out accuracy under each rule (mean over seeds,
+    their range), the difference to GRPO of the same seeds with its interval, and the verdict."""
+
+    def final(s: dict, curve: str) -> str:
+        last = s[curve][str(s["steps"])]
+        spread = f" ({100 * last['min']:.1f}-{100 * last['max']:.1f})" if s["n_seeds"] > 1 else ""
+        return f"{100 * last['mean']:.1f}%{spread}"
+
+    def judged(s: dict) -> str:
+        if "vs_grpo_second_rule" not in s:
+            return "-"
+        one_seed = len(s["vs_grpo"].get("per_seed", [])) < 2
+        return verdict(s) + (" (one seed: the seeds' spread not covered)" if one_seed else "")
+
+    lines = [
+        "| method | seeds | held-out, last step: mean (range) | second rule | minus GRPO of the same seeds, 95% "
+        "interval: rule / second rule | verdict |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for method, s in summary.items():
+        lines.append(
+            f"| {method} | {s['n_seeds']} | {final(s, 'acc_by_step')} | {final(s, 'acc_second_rule_by_step')} "
+            f"| {versus_grpo(s).replace(' (noise)', '')} | {judged(s)} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def reset_lines(summary: dict, results: dict) -> str:
@@ -262,6 +292,40 @@ def plot(summary: dict, results: dict, path: Path, heldout_n: int) -> None:
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize="small")  # six methods share each panel
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_heldout(summary: dict, path: Path, heldout_n: int) -> None:
+    """The README's figure: held-out accuracy against the step under the training reward's rule
+    and under the second rule, one panel each, per method the mean over seeds with their range as
+    a band."""
+    os.environ.setdefault("MPLCONFIGDIR", str(path.parent / ".matplotlib"))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
+    rules = {"acc_by_step": "the training reward's rule", "acc_second_rule_by_step": "the second rule"}
+    for ax, (curve, rule) in zip(axes, rules.items(), strict=True):
+        for method, s in summary.items():
+            by_step = s[curve]
+            steps = sorted(int(k) for k in by_step)
+            y = [100 * by_step[str(k)]["mean"] for k in steps]
+            last = by_step[str(steps[-1])]
+            label = f"{method}: {100 * last['mean']:.1f}% (1 seed)"
+            if s["n_seeds"] > 1:
+                label = f"{method}: {100 * last['mean']:.1f}% ({100 * last['min']:.1f}-{100 * last['max']:.1f}, {s['n_seeds']} seeds)"
+            (line,) = ax.plot(steps, y, marker="o", label=label)
+            low, high = ([100 * by_step[str(k)][b] for k in steps] for b in ("min", "max"))
+            ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
+        ax.set(xlabel="training step", title=f"graded by {rule}", xticks=steps)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small", loc="upper left")
+    axes[0].set_ylabel(f"greedy accuracy on {heldout_n} held-out questions (%)")
+    fig.suptitle("SmolLM2-135M-Instruct on a CPU: mean over seeds, band: their range", fontsize="medium")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
