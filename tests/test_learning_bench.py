@@ -278,7 +278,7 @@ def test_the_interval_to_grpo_resamples_the_seeds_too_when_there_are_several():
     method = [right(40), right(40), {"correct": dict.fromkeys(questions, 0.0)}]
     d = learning.paired_difference(method, grpo)
     assert d["per_seed"] == [0.4, 0.4, -0.2] and d["diff"] == pytest.approx(0.2)
-    # a third of the bootstrap draws take seed 2 twice or more (mean 0 or -0.2 plus question noise):
+    # a quarter of the bootstrap draws take seed 2 twice or more (mean 0 or -0.2 plus question noise):
     # the interval reaches below 0, though each seed's question-only interval is far from it
     assert d["ci95"][0] < 0 < d["ci95"][1] and not d["beyond_noise"]
     for m, g in zip(method, grpo, strict=True):

@@ -315,10 +315,10 @@ def plot_heldout(summary: dict, path: Path, heldout_n: int) -> None:
             steps = sorted(int(k) for k in by_step)
             y = [100 * by_step[str(k)]["mean"] for k in steps]
             last = by_step[str(steps[-1])]
-            label = f"{method}: {100 * last['mean']:.1f}% (1 seed)"
+            seeds = "1 seed"
             if s["n_seeds"] > 1:
-                label = f"{method}: {100 * last['mean']:.1f}% ({100 * last['min']:.1f}-{100 * last['max']:.1f}, {s['n_seeds']} seeds)"
-            (line,) = ax.plot(steps, y, marker="o", label=label)
+                seeds = f"{100 * last['min']:.1f}-{100 * last['max']:.1f}, {s['n_seeds']} seeds"
+            (line,) = ax.plot(steps, y, marker="o", label=f"{method}: {100 * last['mean']:.1f}% ({seeds})")
             low, high = ([100 * by_step[str(k)][b] for k in steps] for b in ("min", "max"))
             ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
         ax.set(xlabel="training step", title=f"graded by {rule}", xticks=steps)
