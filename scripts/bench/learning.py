@@ -490,8 +490,9 @@ def write_report(out: Path, summary: dict, results: dict, heldout_n: int) -> Non
     table = summary_table(summary, results)
     verdict = verdicts(summary)  # the final held-out difference to GRPO, method by method
     resets = reset_lines(summary, results)  # ProRL: before and after each reset
+    short = headline(summary)  # the README's table
     (out / "summary.md").write_text(
-        headline(summary)
+        short
         + f"\nIn full (train columns: mean of the first 5 / last 5 steps):\n\n{table}"
         + (f"\nFinal held-out accuracy minus GRPO's:\n\n{verdict}" if verdict else "")
         + (f"\nProRL's resets:\n\n{resets}" if resets else "")
@@ -501,7 +502,7 @@ def write_report(out: Path, summary: dict, results: dict, heldout_n: int) -> Non
     from recipes.platforms.cpu import describe_cpu
 
     print(f"CPU: {describe_cpu()}")
-    print(headline(summary) + verdict, end="")
+    print(short + verdict, end="")
     print(f"done: {out}/summary.json, summary.md, learning.png, heldout.png")
 
 

@@ -212,6 +212,16 @@ def summary_table(summary: dict, results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def band(ax, curve: dict, scale: float = 100, **style):
+    """A curve over seeds by step ({"<step>": {"mean", "min", "max"}}): its mean as a line (x
+    `scale`), the seeds' range as a band in the line's colour. Returns the line."""
+    xs = sorted(int(k) for k in curve)
+    (line,) = ax.plot(xs, [scale * curve[str(x)]["mean"] for x in xs], **style)
+    low, high = ([scale * curve[str(x)][b] for x in xs] for b in ("min", "max"))
+    ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.15)
+    return line
+
+
 def plot(summary: dict, results: dict, path: Path, heldout_n: int) -> None:
     """Held-out accuracy (mean over seeds, band: their range; dashed: the second rule), accuracy on
     the rephrased (solid) and three-operation (dotted) sets, and the train reward (mean over seeds)
@@ -229,10 +239,7 @@ def plot(summary: dict, results: dict, path: Path, heldout_n: int) -> None:
     for method, s in summary.items():
         acc, second = s["acc_by_step"], s["acc_second_rule_by_step"]
         steps = sorted(int(k) for k in acc)
-        y = [100 * acc[str(k)]["mean"] for k in steps]
-        (line,) = ax_acc.plot(steps, y, marker="o", label=f"{method} ({s['n_seeds']} seed(s))")
-        low, high = ([100 * acc[str(k)][b] for k in steps] for b in ("min", "max"))
-        ax_acc.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
+        line = band(ax_acc, acc, marker="o", label=f"{method} ({s['n_seeds']} seed(s))")
         ax_acc.plot(steps, [100 * second[str(k)]["mean"] for k in steps], "--", color=line.get_color())
         for curve, style in (("acc_rephrased_by_step", "-"), ("acc_ood_by_step", ":")):
             y = [100 * s[curve][str(k)]["mean"] for k in steps]
@@ -251,11 +258,7 @@ def plot(summary: dict, results: dict, path: Path, heldout_n: int) -> None:
         ax_rew.plot(xs, reward, color=line.get_color(), alpha=0.25)
         _pass_and_resets(ax_pass, ax_reset, s, method, line.get_color())
         for ax, name in zip(mechanism_axes, MECHANISM, strict=True):
-            curve = s["mechanism"][f"{name}_by_step"]
-            xs = sorted(int(k) for k in curve)
-            ax.plot(xs, [curve[str(x)]["mean"] for x in xs], color=line.get_color(), label=method)
-            low, high = ([curve[str(x)][b] for x in xs] for b in ("min", "max"))
-            ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.15)
+            band(ax, s["mechanism"][f"{name}_by_step"], scale=1, color=line.get_color(), label=method)
     ax_acc.set(
         xlabel="training step",
         ylabel="held-out greedy accuracy (%)",
@@ -311,21 +314,17 @@ def plot_heldout(summary: dict, path: Path, heldout_n: int) -> None:
     rules = {"acc_by_step": "the training reward's rule", "acc_second_rule_by_step": "the second rule"}
     for ax, (curve, rule) in zip(axes, rules.items(), strict=True):
         for method, s in summary.items():
-            by_step = s[curve]
-            steps = sorted(int(k) for k in by_step)
-            y = [100 * by_step[str(k)]["mean"] for k in steps]
-            last = by_step[str(steps[-1])]
+            steps = sorted(int(k) for k in s[curve])
+            last = s[curve][str(steps[-1])]
             seeds = "1 seed"
             if s["n_seeds"] > 1:
                 seeds = f"{100 * last['min']:.1f}-{100 * last['max']:.1f}, {s['n_seeds']} seeds"
-            (line,) = ax.plot(steps, y, marker="o", label=f"{method}: {100 * last['mean']:.1f}% ({seeds})")
-            low, high = ([100 * by_step[str(k)][b] for k in steps] for b in ("min", "max"))
-            ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
+            band(ax, s[curve], marker="o", label=f"{method}: {100 * last['mean']:.1f}% ({seeds})")
         ax.set(xlabel="training step", title=f"graded by {rule}", xticks=steps)
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small", loc="upper left")
     axes[0].set_ylabel(f"greedy accuracy on {heldout_n} held-out questions (%)")
-    fig.suptitle("SmolLM2-135M-Instruct on a CPU: mean over seeds, band: their range", fontsize="medium")
+    fig.suptitle("mean over seeds, band: their range", fontsize="medium")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -334,12 +333,8 @@ def plot_heldout(summary: dict, path: Path, heldout_n: int) -> None:
 def _pass_and_resets(ax_pass, ax_reset, s: dict, method: str, color) -> None:
     """A method's pass@k by step (mean, band: range), and each seed's ProRL resets: the held-out
     accuracy at the checkpoint before a reset joined to the one after, the reset step marked."""
-    curve = s.get("pass@k_by_step")
-    if curve:
-        xs = sorted(int(k) for k in curve)
-        ax_pass.plot(xs, [100 * curve[str(x)]["mean"] for x in xs], marker="o", color=color, label=method)
-        low, high = ([100 * curve[str(x)][b] for x in xs] for b in ("min", "max"))
-        ax_pass.fill_between(xs, low, high, color=color, alpha=0.15)
+    if s.get("pass@k_by_step"):
+        band(ax_pass, s["pass@k_by_step"], marker="o", color=color, label=method)
     for i, resets in enumerate(s["mechanism"].get("prorl_resets", [])):
         for j, r in enumerate(resets):
             label = method if i == j == 0 else None
