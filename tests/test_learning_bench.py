@@ -49,7 +49,7 @@ def trained_by_the_reference_run(e2e, run: Path) -> None:
     reference, _ = e2e.reference()
     e2e.copy_checkpoints(reference, run, upto=2)
     shutil.copytree(reference / "metrics", run / "metrics")
-    (run / "train.done").write_text(json.dumps({"wall_s": 100.0}))
+    (run / "train.done").write_text(json.dumps({"wall_s": 100.0, "cpu": "Test CPU, AVX2, 2 threads"}))
 
 
 def test_learning_bench_on_two_steps_of_the_tiny_model(e2e, tmp_path):
@@ -96,6 +96,7 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(e2e, tmp_path):
     saved = json.loads((out / "runs" / "grpo" / "result.json").read_text())  # what vs_grpo pairs
     assert sum(saved["correct_second"].values()) / 20 == pytest.approx(second["2"]["mean"])
     assert sum(saved["correct"].values()) / 20 == pytest.approx(steps[2])
+    assert saved["cpu"] == "Test CPU, AVX2, 2 threads"  # from train.done: the CPU that trained it
     assert g["n_seeds"] == 1 and g["final_acc_range"] == [steps[2], steps[2]]
     last = out / "runs" / "grpo" / "eval" / "global_step_2" / "summary.json"
     assert g["acc_ood_by_step"]["2"]["mean"] == acc(last, "toy_ood")
@@ -116,6 +117,10 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(e2e, tmp_path):
     assert f"| grpo | {100 * initial:.1f}% | {100 * steps[2]:.1f}% |" in table
     final = f"| grpo | 1 | {100 * steps[2]:.1f}% | {100 * second['2']['mean']:.1f}% | - | - |"
     assert final in table and final in proc.stdout  # the README's short table
+    last_line = table.splitlines()[-1]  # each run's line, last: the CPU is train.done's
+    assert last_line.startswith("- grpo: ") and last_line.endswith(
+        f" s/step, {g['wall_s'] / 60:.1f} min, Test CPU, AVX2, 2 threads"
+    )
     for name in ("learning.png", "heldout.png"):
         png = (out / name).read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
@@ -334,6 +339,19 @@ def test_verdicts_say_under_which_rules_a_difference_is_beyond_the_noise():
         "one seed: the interval covers the choice of questions, not of seeds",
     ]
     assert report.verdicts({"grpo": {"n_seeds": 1}}) == ""
+
+
+def test_each_runs_line_gives_its_median_step_seconds_and_the_cpu_that_trained_it():
+    def run(name, seconds, cpu=None):
+        train = [{"step": i + 1, "timing_s/step": s} for i, s in enumerate(seconds)]
+        return {"run": name, "train": train, "wall_s": 600.0} | ({"cpu": cpu} if cpu else {})
+
+    results = {  # step 1 (start-up) is left out of the median: 10, 20, 30 -> 20; 90, 100 -> 100
+        "grpo": [run("grpo", [50.0, 30.0, 10.0, 20.0]), run("grpo_seed1", [500.0, 100.0, 90.0], "EPYC, AVX2")]
+    }
+    assert load_learning("learning_report").machines(results) == (
+        "- grpo: 20.0 s/step, 10.0 min, CPU not recorded\n- grpo_seed1: 100.0 s/step, 10.0 min, EPYC, AVX2\n"
+    )
 
 
 def test_mechanism_metrics_of_one_seed_by_hand():

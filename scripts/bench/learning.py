@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learning_report import (  # noqa: E402
     MECHANISM,
     headline,
+    machines,
     mean,
     mechanism,
     plot,
@@ -270,18 +271,22 @@ class Task(NamedTuple):
     sampling: Sampling  # pass@k's k, temperature and top-p
 
 
-def train_method(task: Task, method: str, run: Path, steps: int, eval_every: int, seed: int = 0) -> float:
-    """Train one method unless its train.done says it was; the launch's seconds."""
+def train_method(task: Task, method: str, run: Path, steps: int, eval_every: int, seed: int = 0) -> dict:
+    """Train one method unless its train.done says it was; its train.done: the launch's seconds and
+    the CPU it trained on (seconds a step compare only between runs of one CPU)."""
     timing_file = run / "train.done"
     if timing_file.exists():
-        return json.loads(timing_file.read_text())["wall_s"]
+        return json.loads(timing_file.read_text())
     cmd = [sys.executable, "-m", "recipes.train"]
     cmd += train_overrides(task.base, method, steps, eval_every, run, seed)
     print(f"{run.name}: training {steps} steps ...", flush=True)
     env = {**os.environ, "RAY_DEDUP_LOGS": "0"}
     train_s = run_logged(cmd, run / "train.log", env)
-    timing_file.write_text(json.dumps({"wall_s": train_s}))
-    return train_s
+    from recipes.platforms.cpu import describe_cpu
+
+    done = {"wall_s": train_s, "cpu": describe_cpu()}
+    timing_file.write_text(json.dumps(done))
+    return done
 
 
 def evaluate_method(task: Task, method: str, run: Path, last_step: int) -> float:
@@ -496,6 +501,7 @@ def write_report(out: Path, summary: dict, results: dict, heldout_n: int) -> Non
         + f"\nIn full (train columns: mean of the first 5 / last 5 steps):\n\n{table}"
         + (f"\nFinal held-out accuracy minus GRPO's:\n\n{verdict}" if verdict else "")
         + (f"\nProRL's resets:\n\n{resets}" if resets else "")
+        + f"\nEach run (s/step compares runs of one CPU only):\n\n{machines(results)}"
     )
     plot(summary, results, out / "learning.png", heldout_n)
     plot_heldout(summary, out / "heldout.png", heldout_n)
@@ -543,12 +549,13 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{run.name}: not finished yet; left out", flush=True)
                     continue
                 run.mkdir(parents=True, exist_ok=True)
-                wall_s = train_method(task, method, run, args.steps, args.eval_every, seed)
-                wall_s += evaluate_method(task, method, run, args.steps)
+                trained = train_method(task, method, run, args.steps, args.eval_every, seed)
+                wall_s = trained["wall_s"] + evaluate_method(task, method, run, args.steps)
                 result = {**seed_result(task, run, initial, answers), "wall_s": wall_s}
+                result["cpu"] = trained.get("cpu")  # None: trained before the CPU was recorded
                 if not args.report_only:
                     save_result(run / RESULT, result)
-            done.append(result)
+            done.append(result | {"run": run.name})
         if done:
             summary[method], results[method] = method_summary(task, method, done), done
     if "grpo" in results:

@@ -197,8 +197,6 @@ def summary_table(summary: dict, results: dict) -> str:
     ]
     for method, s in summary.items():
         runs = results[method]
-        per_step = sorted(t["timing_s/step"] for r in runs for t in r["train"][1:] if "timing_s/step" in t)
-        median = per_step[len(per_step) // 2] if per_step else float("nan")
         low, high = s["final_acc_range"]
         lines.append(
             f"| {method} | {100 * s['initial_acc']:.1f}% | {100 * s['final_acc']:.1f}% "
@@ -207,9 +205,26 @@ def summary_table(summary: dict, results: dict) -> str:
             f"| {ends(s, 'acc_ood_by_step')} | {s['steps']} | {first_last(runs, 'critic/score/mean', '.3f')} "
             f"| {first_last(runs, 'actor/entropy', '.2f')} | {first_last(runs, 'response_length/mean', '.0f')} "
             f"| {s['mechanism']['grad_norm_std']['mean']:.3f} | {s['mechanism']['clipfrac_mean']['mean']:.4f} "
-            f"| {median:.1f} | {s['wall_s'] / 60:.1f} |"
+            f"| {seconds_a_step(runs):.1f} | {s['wall_s'] / 60:.1f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def seconds_a_step(runs: list[dict]) -> float:
+    """The median seconds of a training step over `runs`, the first step (start-up) left out."""
+    per_step = sorted(t["timing_s/step"] for r in runs for t in r["train"][1:] if "timing_s/step" in t)
+    return per_step[len(per_step) // 2] if per_step else float("nan")
+
+
+def machines(results: dict) -> str:
+    """One line per run: its median seconds a step, its minutes (training and evaluation), and the
+    CPU it trained on, which result.json records since 2026-11-28 (older runs: not recorded)."""
+    return "".join(
+        f"- {r.get('run', method)}: {seconds_a_step([r]):.1f} s/step, {r['wall_s'] / 60:.1f} min, "
+        f"{r.get('cpu') or 'CPU not recorded'}\n"
+        for method, runs in results.items()
+        for r in runs
+    )
 
 
 def band(ax, curve: dict, scale: float = 100, **style):
