@@ -81,6 +81,23 @@ def not_ours() -> set[str]:
 
 
 @pytest.fixture(scope="session")
+def rows_independent_of_batch() -> bool:
+    """Whether vLLM's CPU matmul (oneDNN, float32) gives a row the same bits whatever the number of
+    rows computed with it. Where it does (the AVX-512 Xeons the bit-for-bit tests were written on),
+    a request's log-probs do not depend on the requests sharing its engine step. On an AVX2-only AMD
+    EPYC they do, in the last bits: 1, 2 and 3 rows, and 512 or more, each take another kernel than
+    4-511 rows."""
+    import torch
+    from vllm import _custom_ops as ops
+
+    g = torch.Generator().manual_seed(0)
+    w, x = torch.randn(576, 576, generator=g), torch.randn(600, 576, generator=g)
+    mm = ops.create_onednn_mm(w.t(), 32)
+    rows = [ops.onednn_mm(mm, x[:m].contiguous(), None)[0] for m in (1, 2, 3, 4, 600)]
+    return all(torch.equal(r, rows[-1]) for r in rows)
+
+
+@pytest.fixture(scope="session")
 def shm_not_ours():
     """`not_ours`, for a test module that watches /dev/shm around a launch of its own."""
     return not_ours

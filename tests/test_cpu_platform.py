@@ -391,17 +391,24 @@ def _batched_twice(model: Path, tmp: Path, **env: str) -> tuple[list, list]:
 
 
 @pytest.mark.vllm
-def test_a_requests_logprobs_do_not_depend_on_the_requests_beside_it(tiny_model, tmp_path):
+def test_a_requests_logprobs_do_not_depend_on_the_requests_beside_it(
+    tiny_model, tmp_path, rows_independent_of_batch
+):
     """vllm_env turns vLLM's CPU attention KV split off: a greedy request then gets the same tokens
     and log-probs, bit for bit, whether it is prefilled with every other request or beside others'
     decodes (what a resumed run or evaluation meets: timing decides which requests share a step).
     With the split on (vLLM's default), the same requests' log-probs move in the last bits, which
     flips a greedy response wherever two tokens nearly tie; on a single core there is nothing to
-    split."""
+    split. Where the CPU's matmul itself depends on the batch's size (AVX2-only CPUs: conftest's
+    rows_independent_of_batch), the log-probs agree to 1e-4, not bit for bit."""
     together, joining = _batched_twice(tiny_model, tmp_path)
     assert [t for t, _ in together] == [t for t, _ in joining]
-    assert [lp for _, lp in together] == [lp for _, lp in joining]  # floats, exactly
     assert len({tuple(t) for t, _ in together}) > 1  # 24 answers, not one repeated
+    if not rows_independent_of_batch:
+        for (_, a), (_, b) in zip(together, joining, strict=True):
+            assert max(abs(x - y) for x, y in zip(a, b, strict=True)) < 1e-4
+        return
+    assert [lp for _, lp in together] == [lp for _, lp in joining]  # floats, exactly
     if len(os.sched_getaffinity(0)) >= 2:
         together, joining = _batched_twice(tiny_model, tmp_path, VLLM_CPU_ATTN_SPLIT_KV="1")
         assert together != joining

@@ -342,14 +342,17 @@ def of_the_machine(metric: str) -> bool:
     return bool({"timing_s", "timing_per_token_ms", "perf"} & set(metric.split("/"))) or "latency_s" in metric
 
 
-def test_a_resumed_run_repeats_the_uninterrupted_run_bit_for_bit(e2e, launches):
+def test_a_resumed_run_repeats_the_uninterrupted_run_bit_for_bit(e2e, launches, rows_independent_of_batch):
     """The reference run interrupted after step 3: a fresh launch with the same settings resumes at
     step 4, syncs the checkpoint's weights to vLLM, restores epoch 1 of the data order and the
     ProRL reference (the snapshot of step 2), and repeats the uninterrupted run's step 4 bit for
     bit (recipes.deterministic, on with platform=cpu): the same sampled responses (temperature 1:
     without a seed per request vLLM's draws depend on which requests share a batch, and two
     launches part at once), the same rewards and advantages, every metric (times aside) and the
-    same weights after the update. A run that is complete starts nothing."""
+    same weights after the update. A run that is complete starts nothing. Where the CPU's matmul
+    depends on the batch's size (AVX2-only CPUs: conftest's rows_independent_of_batch), vLLM's own
+    log-probs of the sampled tokens (training/rollout_*) agree to 5%, not bit for bit; the rest
+    still does."""
     reference, _ = e2e.reference()
     out, proc = launches["resumed"]
     records = check_run(out, proc, [4])
@@ -385,7 +388,15 @@ def test_a_resumed_run_repeats_the_uninterrupted_run_bit_for_bit(e2e, launches):
         {k: v for k, v in d.items() if not of_the_machine(k)} for d in (uninterrupted, records[0]["data"])
     )
     assert a.keys() == b.keys()
-    assert {k: (a[k], b[k]) for k in a if a[k] != b[k]} == {}
+    differ = {k: (a[k], b[k]) for k in a if a[k] != b[k]}
+    if not rows_independent_of_batch:
+        near = {
+            k
+            for k, (x, y) in differ.items()
+            if k.startswith("training/rollout_") and math.isclose(x, y, rel_tol=0.05)
+        }
+        differ = {k: v for k, v in differ.items() if k not in near}
+    assert differ == {}
     hf = "checkpoints/global_step_4/actor/huggingface"
     w1, w2 = weights(reference / hf), weights(out / hf)
     assert w1.keys() == w2.keys() and all(torch.equal(w1[k], w2[k]) for k in w1)
