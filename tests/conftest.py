@@ -87,24 +87,26 @@ def rows_independent_of_batch() -> bool:
     a request's log-probs do not depend on the requests sharing its engine step. On an AVX2-only AMD
     EPYC they do, in the last bits: rows go in tiles of 6 and blocks of 48, a last tile of 1-3 rows
     takes another kernel, and larger calls (from 240-485 rows, by the layer's shape) another
-    algorithm. Compares calls of 2-100 rows, row by row, and seven larger calls up to 600 rows (their
-    first and last 8 rows) with the same rows computed one at a time."""
-    import torch
-    from vllm import _custom_ops as ops
+    algorithm. Compares every row of calls of 2-100 rows and of seven larger ones up to 600 with the
+    same row computed alone, for two of SmolLM2-135M's layer shapes (scripts/bench/cpu_matmul_rows.py,
+    which prints the same comparison for every row count)."""
+    import importlib.util
 
+    import torch
+
+    spec = importlib.util.spec_from_file_location(
+        "cpu_matmul_rows", REPO / "scripts/bench/cpu_matmul_rows.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
     g = torch.Generator().manual_seed(0)
-    large = (127, 241, 300, 340, 486, 512, 600)
-    for n in (576, 3072):
-        w, x = torch.randn(n, 576, generator=g), torch.randn(600, 576, generator=g)
-        mm = ops.create_onednn_mm(w.t(), 32)
-        checked = {m: range(m) for m in range(2, 101)} | {m: [*range(8), *range(m - 8, m)] for m in large}
-        needed = {i for rows in checked.values() for i in rows}
-        alone = {i: ops.onednn_mm(mm, x[i : i + 1].contiguous(), None)[0] for i in needed}
-        for m, rows in checked.items():
-            out = ops.onednn_mm(mm, x[:m].contiguous(), None)
-            if not all(torch.equal(out[i], alone[i]) for i in rows):
-                return False
-    return True
+    counts = (*range(2, 101), 127, 241, 300, 340, 486, 512, 600)
+    return not any(
+        bench.differing_calls(
+            bench.onednn_linear(*bench.SHAPES[name], g), torch.randn(600, 576, generator=g), counts
+        )
+        for name in ("o", "gate_up")
+    )
 
 
 @pytest.fixture(scope="session")

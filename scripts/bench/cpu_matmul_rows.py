@@ -43,12 +43,22 @@ def in_fixed_calls(linear):
     return call
 
 
-def differing_calls(linear, x) -> list[int]:
-    """Row counts m in 1..len(x) whose call gives some row other bits than the row alone."""
+def onednn_linear(n: int, k: int, generator):
+    """A random float32 layer of `n` outputs and `k` inputs as vLLM's CPU build calls it."""
+    import torch
+    from vllm import _custom_ops as ops
+
+    mm = ops.create_onednn_mm((torch.randn(n, k, generator=generator) / k**0.5).t(), 32)
+    return lambda x: ops.onednn_mm(mm, x.contiguous(), None)
+
+
+def differing_calls(linear, x, counts) -> list[int]:
+    """The row counts m in `counts` whose call on x[:m] gives some row other bits than that row
+    computed alone."""
     import torch
 
-    alone = torch.cat([linear(x[i : i + 1]) for i in range(len(x))])
-    return [m for m in range(1, len(x) + 1) if not torch.equal(linear(x[:m]), alone[:m])]
+    alone = torch.cat([linear(x[i : i + 1]) for i in range(max(counts))])
+    return [m for m in counts if not torch.equal(linear(x[:m]), alone[:m])]
 
 
 def seconds(fn, x, repeats: int = 3) -> float:
@@ -67,15 +77,11 @@ def main() -> None:
     args = ap.parse_args()
 
     import torch
-    from vllm import _custom_ops as ops
 
     from recipes.platforms.cpu import describe_cpu
 
     g = torch.Generator().manual_seed(0)
-    linears = {}
-    for name, (n, k) in SHAPES.items():
-        mm = ops.create_onednn_mm((torch.randn(n, k, generator=g) / k**0.5).t(), 32)
-        linears[name] = lambda x, mm=mm: ops.onednn_mm(mm, x.contiguous(), None)
+    linears = {name: onednn_linear(n, k, g) for name, (n, k) in SHAPES.items()}
 
     print(f"{describe_cpu()}; vLLM's oneDNN float32 linear layers")
     print(
@@ -84,7 +90,9 @@ def main() -> None:
     print("|---|---|---:|---:|---:|")
     for name, (n, k) in SHAPES.items():
         x = torch.randn(args.rows if n < 10_000 else min(args.rows, 200), k, generator=g)
-        plain, fixed = differing_calls(linears[name], x), differing_calls(in_fixed_calls(linears[name]), x)
+        counts = range(1, len(x) + 1)
+        plain = differing_calls(linears[name], x, counts)
+        fixed = differing_calls(in_fixed_calls(linears[name]), x, counts)
         print(
             f"| {name} | {n}x{k} | {len(plain)} of {len(x)} | {plain[0] if plain else '-'} | {len(fixed)} |"
         )
