@@ -13,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from script_module import load_script  # tests/script_module.py
 
 from grader.grade import Grader
 from recipes.platforms.cpu_vllm import carries, held_open, shm_files
@@ -90,15 +91,9 @@ def rows_independent_of_batch() -> bool:
     algorithm. Compares every row of calls of 2-100 rows and of seven larger ones up to 600 with the
     same row computed alone, for two of SmolLM2-135M's layer shapes (scripts/bench/cpu_matmul_rows.py,
     which prints the same comparison for every row count)."""
-    import importlib.util
-
     import torch
 
-    spec = importlib.util.spec_from_file_location(
-        "cpu_matmul_rows", REPO / "scripts/bench/cpu_matmul_rows.py"
-    )
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script(REPO / "scripts/bench/cpu_matmul_rows.py")
     g = torch.Generator().manual_seed(0)
     counts = (*range(2, 101), 127, 241, 300, 340, 486, 512, 600)
     return not any(

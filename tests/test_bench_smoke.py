@@ -1,13 +1,13 @@
 """The grader benchmark runs end to end (tiny step, short limits) and prints its table.
 Also shows `scripts/` runs as a file although verl's wheel installs a top-level `scripts`."""
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from script_module import load_script  # tests/script_module.py
 
 BENCH = Path(__file__).resolve().parents[1] / "scripts" / "bench" / "grader_bench.py"
 
@@ -38,9 +38,7 @@ def test_grader_bench_prints_both_tables():
 
 def test_grader_bench_reports_a_contender_killed_at_the_cap():
     """A contender killed at the cap wrote no latencies: its row says so (it used to raise KeyError)."""
-    spec = importlib.util.spec_from_file_location("grader_bench", BENCH)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script(BENCH)
     row = bench._fmt_row("verl built-in", {"done": 3, "total": 16, "wall_s": 90.0, "capped": True}, 90.0)
     assert row == "| verl built-in | > 90 | - | - | - | 3/16 (killed at the 90 s cap) |"
     partial = {"done": 0, "total": None, "wall_s": 90.0, "capped": True}  # killed before it wrote anything
@@ -199,9 +197,7 @@ def test_cw_grpo_bench_weights_check_measures_the_statistics_not_the_rounding():
     """The check printed before the GPU table: w~ from float32 and bfloat16 log-probs against float64
     from the same rounded log-probs. Here on the CPU (the GPU is the seam); statistics computed in
     bfloat16 would miss by ~1e-2, the float32 ones by ~1e-7."""
-    spec = importlib.util.spec_from_file_location("cw_grpo_bench", CW_BENCH)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script(CW_BENCH)
     import torch
 
     line = bench.weights_error(bench.batch(8, 512), torch.device("cpu"))

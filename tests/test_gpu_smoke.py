@@ -5,7 +5,6 @@ files, and the script's real path with the GPU programs (training, conversion, v
 replaced by a stand-in interpreter that writes what they would. The smoke run itself has not run
 on a GPU (docs/slurm.md)."""
 
-import importlib.util
 import json
 import os
 import re
@@ -16,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from script_module import load_script  # tests/script_module.py
 
 from recipes.checks import check_config
 from recipes.train import compose
@@ -28,15 +28,7 @@ PREFIX = "[dry-run] "
 EXPERIMENTS = sorted(p.stem for p in (REPO / "configs" / "experiment").glob("*.yaml"))
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("gpu_smoke", REPO / "scripts" / "gpu_smoke.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_smoke"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-gs = _load()
+gs = load_script(REPO / "scripts" / "gpu_smoke.py")
 
 
 @pytest.fixture(scope="module")

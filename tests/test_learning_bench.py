@@ -8,7 +8,6 @@ copied in and the method marked trained, which learning.py then keeps as finishe
 learning.py would make for every method is checked before Ray by recipes.train's own checks, in
 the second test. About 1 minute on 2 cores (20 held-out questions) after the reference run."""
 
-import importlib.util
 import json
 import os
 import shutil
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from script_module import load_script  # tests/script_module.py
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(1200)]
 
@@ -166,14 +166,10 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(e2e, tmp_path):
 def test_every_methods_training_launch_passes_the_checks_before_ray(method, tmp_path):
     """The overrides learning.py launches recipes.train with, for the benchmark's own model and
     steps: the config composes and passes ours and verl's checks."""
-    import importlib.util
-
     from recipes.checks import check_config
     from recipes.train import compose
 
-    spec = importlib.util.spec_from_file_location("learning", SCRIPT)
-    learning = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(learning)
+    learning = load_learning()
     overrides = learning.train_overrides(["experiment=learning_cpu"], method, 30, 10, tmp_path / method)
     cfg = compose(overrides)
     check_config(cfg)
@@ -185,10 +181,7 @@ def test_every_methods_training_launch_passes_the_checks_before_ray(method, tmp_
 
 def load_learning(name: str = "learning"):
     """scripts/bench/<name>.py as a module (scripts are run as files, not imported as a package)."""
-    spec = importlib.util.spec_from_file_location(name, SCRIPT.with_name(f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT.with_name(f"{name}.py"))
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,6 @@ is verl's own math-verify; the ratios are medians over repeats, ours over plain;
 the tiny model (two steps, one launch of each, ~3 minutes on 2 cores), plain verl really runs
 without our trainer, agent loop and reward manager, and a rerun launches nothing."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,17 +12,14 @@ from pathlib import Path
 import pytest
 import yaml
 from omegaconf import OmegaConf
+from script_module import load_script  # tests/script_module.py
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "bench" / "overhead.py"
 
 
 def load_overhead():
-    sys.path.insert(0, str(SCRIPT.parent))
-    spec = importlib.util.spec_from_file_location("overhead", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def flat(tree, prefix: str = "") -> dict:
@@ -68,9 +64,7 @@ def test_plain_verls_reward_is_verls_own_math_verify(tmp_path):
     overhead = load_overhead()
     path = tmp_path / "verl_reward.py"
     path.write_text(overhead.VERL_REWARD)
-    spec = importlib.util.spec_from_file_location("verl_reward", path)
-    reward = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(reward)
+    reward = load_script(path)
     score = reward.compute_score
     assert score("toy_arithmetic", "so \\boxed{12}", "12", extra_info={"index": 0}) == 1.0
     assert score("toy_arithmetic", "so \\boxed{13}", "12") == 0.0

@@ -5,7 +5,6 @@ Nothing here downloads: the real round trip (a CPU wheelhouse built from PyPI, i
 the fast tests run in it) is the benchmark scripts/bench/wheelhouse_roundtrip.py (docs/slurm.md)."""
 
 import hashlib
-import importlib.util
 import json
 import os
 import random
@@ -15,21 +14,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from script_module import load_script  # tests/script_module.py
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "wheelhouse.sh"
 HELPER = REPO / "scripts" / "wheelhouse.py"
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-wh = _load("wheelhouse_helper", HELPER)
+wh = load_script(HELPER, "wheelhouse_helper")
 
 BIG = "big-1.0-py3-none-any.whl"
 SMALL = "small-2.0-py3-none-any.whl"
