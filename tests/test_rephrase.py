@@ -339,11 +339,11 @@ def test_parser_survives_any_output():
         "<<<>>>",
     ):
         assert rp.parse_rephrasings(junk) == []
-    t0 = time.perf_counter()
+    t0 = time.thread_time()
     huge = "<rephrasing>" * 300_000 + "</rephrasing>" * 10 + "x" * 5_000_000
     assert rp.parse_rephrasings(huge) == []  # past MAX_OUTPUT_CHARS: the closing tags are ignored
     rp.math_spans("\\(" * 100_000 + "$" * 3 + "\\[" * 100_000)
-    assert time.perf_counter() - t0 < 2.0
+    assert time.thread_time() - t0 < 2.0
 
 
 def test_instruction_examples_follow_our_own_rules():
