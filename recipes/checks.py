@@ -14,6 +14,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from recipes.platforms import determinism
+from recipes.platforms.hf_rollout import NAME as HF_ROLLOUT
 from recipes.settings import RANGES, ConfigError, select
 
 # The settings a user touches most, with the type and range each must have. verl checks none of
@@ -155,13 +156,19 @@ def validate(cfg: DictConfig) -> None:
 
     platform = select(cfg, "recipes.platform")
     rollout = select(cfg, "actor_rollout_ref.rollout.name")
-    if rollout != "vllm":
+    if rollout not in ("vllm", HF_ROLLOUT):
         raise ConfigError(
             f"actor_rollout_ref.rollout.name={rollout}: the recipes roll out through verl's vLLM server "
-            "(vllm) on both platforms."
+            f"(vllm) on both platforms ({HF_ROLLOUT}: transformers, for the bare-GPU check only)."
         )
-    if platform == "cpu":
+    if rollout == HF_ROLLOUT and select(cfg, "recipes.deterministic"):
+        raise ConfigError(
+            f"actor_rollout_ref.rollout.name={HF_ROLLOUT} takes no per-request seed: set "
+            "recipes.deterministic=false."
+        )
+    if platform == "cpu" and rollout == "vllm":
         _check_cpu_vllm(cfg)
+    if platform == "cpu":
         from recipes.platforms.cpu import check_precision
 
         check_precision(cfg)

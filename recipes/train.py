@@ -38,6 +38,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from recipes import checks, console, run_folder
 from recipes.console import held, quiet
 from recipes.platforms import determinism
+from recipes.platforms.hf_rollout import NAME as HF_ROLLOUT
 from recipes.settings import ConfigError, select
 
 LOCAL_MODELS = ("tiny", "smollm2_135m")  # built by recipes.tools.models, no hub access
@@ -188,7 +189,15 @@ def _session(cfg: DictConfig, say: Callable[[str], None]) -> contextlib.Abstract
     on_policy_note = (
         "old log-probs from the update's own forward (on-policy)" if on_policy.active(cfg) else ""
     )
-    if select(cfg, "recipes.platform") != "cpu":
+    if select(cfg, "actor_rollout_ref.rollout.name") == HF_ROLLOUT:
+        say(
+            "rollout: transformers in a Ray actor (rollout.name=hf, no vLLM: the bare-GPU check), "
+            f"{select(cfg, 'actor_rollout_ref.rollout.dtype')}"
+        )
+    if (
+        select(cfg, "recipes.platform") != "cpu"
+        or select(cfg, "actor_rollout_ref.rollout.name") == HF_ROLLOUT
+    ):
         if on_policy_note:
             say(f"training: {on_policy_note}")
         return contextlib.nullcontext()

@@ -93,6 +93,10 @@ BAD = [
         "actor_rollout_ref.rollout.name=sglang: the recipes roll out through verl's vLLM server",
     ),
     (
+        ["actor_rollout_ref.rollout.name=hf"],  # the demo is deterministic; the hf rollout is not seeded
+        "actor_rollout_ref.rollout.name=hf takes no per-request seed: set recipes.deterministic=false.",
+    ),
+    (
         ["actor_rollout_ref.rollout.enable_sleep_mode=true"],
         "vLLM's CPU platform has no sleep mode",
     ),

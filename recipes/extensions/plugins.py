@@ -7,6 +7,8 @@ rollout workers, reward loop), loaded through our `verl.plugins` entry point on 
 and, once the process imports the verl module they extend (`AFTER_IMPORT` below):
   CPU patches             recipes/platforms/cpu.py (when VERL_PLATFORM=cpu)
   weight-sync sockets per run  recipes/platforms/weight_sync.py (in the run's Ray session folder)
+  rollout "hf" (no vLLM; the bare-GPU check)  recipes/platforms/hf_rollout.py
+  memory per phase (when RECIPES_MEMORY_LOG is set)  recipes/platforms/memory_probe.py
   PPO loss on on-policy updates  recipes/extensions/on_policy.py (old = current.detach(), no extra pass)
   trainer "recipes_sync"  recipes/extensions/trainer.py
   reward "math_pool"      recipes/extensions/reward_manager.py
@@ -258,13 +260,17 @@ AFTER_IMPORT: list[tuple[str, Callable[[], object]]] = [
     ("verl.trainer.ppo.v1", _importer("recipes.extensions.trainer")),  # trainers
 ]
 from recipes.extensions import on_policy  # noqa: E402  ... a fix of verl's weight sync, the on-policy loss
-from recipes.platforms import weight_sync  # noqa: E402
+from recipes.platforms import hf_rollout, weight_sync  # noqa: E402
 
-AFTER_IMPORT += [*weight_sync.PATCHES.items(), *on_policy.PATCHES.items()]
+AFTER_IMPORT += [*weight_sync.PATCHES.items(), *on_policy.PATCHES.items(), *hf_rollout.PATCHES.items()]
 if os.environ.get("VERL_PLATFORM") == "cpu":  # ... and the CPU patches
     from recipes.platforms.cpu import PATCHES
 
     AFTER_IMPORT += PATCHES.items()
+from recipes.platforms import memory_probe  # noqa: E402
+
+if memory_probe.enabled():  # ... and, in a measuring run, the memory of each phase
+    AFTER_IMPORT += memory_probe.PATCHES.items()
 
 _AfterImport(AFTER_IMPORT).install()
 
@@ -293,6 +299,8 @@ def check_verl_seam() -> None:
     from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
     from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY
     from verl.trainer.ppo.v1 import get_trainer_cls
+    from verl.workers.rollout.base import _ROLLOUT_REGISTRY
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
 
     from recipes.extensions.agent_loop import AGENT_NAME
     from recipes.methods.cw_grpo import LOSSES
@@ -307,6 +315,8 @@ def check_verl_seam() -> None:
         f"agent loop {AGENT_NAME!r}": AGENT_NAME in _agent_loop_registry,
         **{f"policy loss {name!r}": name in POLICY_LOSS_REGISTRY for name in LOSSES},
         "trainer 'recipes_sync'": has_trainer,
+        f"rollout {hf_rollout.NAME!r}": hf_rollout.NAME in RolloutReplicaRegistry._registry
+        and (hf_rollout.NAME, "async") in _ROLLOUT_REGISTRY,
     }
     missing = [name for name, ok in registered.items() if not ok]
     if missing:
