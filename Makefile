@@ -5,6 +5,8 @@
 #   make test-fast  the suite without tests marked slow or e2e (under 3 minutes)
 #   make test-slurm only the sbatch scripts on a real two-node Slurm cluster on this machine
 #                   (scripts/slurm/local_cluster.sh; installs slurm-wlm and munge as root)
+#   make test-bundle the bare-GPU bundle's self-test: build it, then train every method with it in
+#                   a fresh Python 3.12 venv holding only the GPU machine's packages (docs/gpu.md)
 #   make lint       ruff check + format check
 #   make bench      the grader benchmark (table printed; docs/benchmarks.md "Grader speed")
 #   make demo       ~5 GRPO steps through verl's real trainer on the CPU (MODEL=tiny | smollm2_135m)
@@ -22,7 +24,7 @@ TORCH  := 2.11.0
 VLLM   := 0.24.0
 WORKERS ?= 2
 
-.PHONY: setup test test-fast test-slurm lint format bench demo clean
+.PHONY: setup test test-fast test-slurm test-bundle lint format bench demo clean
 
 setup: $(STAMP)
 
@@ -50,6 +52,9 @@ test-fast: setup
 
 test-slurm: setup
 	$(PY) -m pytest -m slurm $(PYTEST_ARGS)
+
+test-bundle: setup
+	$(PY) scripts/gpu_bundle.py selftest
 
 lint: setup
 	$(PY) -m ruff check .
