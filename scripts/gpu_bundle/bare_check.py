@@ -90,6 +90,14 @@ LOOP = [
     ),
 ]
 LOOP_STEPS = 2
+# The GPU machine has no network: nothing may wait on a hub, a usage report or a logger's server.
+OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "WANDB_MODE": "disabled",
+}
 MEMORY_SHARE = 0.55  # of the budget, when the loop pass follows
 
 
@@ -439,6 +447,7 @@ def say(row: dict) -> None:
 
 # ------------------------------------------------------------------------------------ main
 def run_all(args) -> int:
+    os.environ.update(OFFLINE_ENV)  # inherited by every launch, conversion and load
     out = Path(args.out).resolve()
     cache = out / "cache"
     cache.mkdir(parents=True, exist_ok=True)
