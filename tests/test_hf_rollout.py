@@ -94,34 +94,20 @@ def test_greedy_decoding_equals_transformers_generate_row_by_row():
 
 def test_sampled_log_probs_are_the_tempered_distributions_of_a_full_forward():
     model = small_model(seed=1)
-    gen = torch.Generator().manual_seed(3)
-    got = decode(
-        model,
-        PROMPTS,
-        [16, 9, 16],
-        temperature=0.7,
-        top_p=0.9,
-        top_k=20,
-        stop_ids=[999],
-        pad_id=0,
-        generator=gen,
-    )
+
+    def sample():
+        gen = torch.Generator().manual_seed(3)
+        return decode(
+            model, PROMPTS, [16, 9, 16], temperature=0.7, top_p=0.9, top_k=20, stop_ids=[999], pad_id=0,
+            generator=gen,
+        )  # fmt: skip
+
+    got = sample()
     assert [len(ids) for ids, _ in got] == [16, 9, 16]  # each row its own limit
     for prompt, (ids, logps) in zip(PROMPTS, got, strict=True):
         # under softmax(logits / T), not the top-k/top-p restricted one: what verl's actor computes
         assert logps == pytest.approx(full_forward_logprobs(model, prompt, ids, 0.7), abs=1e-4)
-    again = decode(
-        model,
-        PROMPTS,
-        [16, 9, 16],
-        temperature=0.7,
-        top_p=0.9,
-        top_k=20,
-        stop_ids=[999],
-        pad_id=0,
-        generator=torch.Generator().manual_seed(3),
-    )
-    assert again == got
+    assert sample() == got  # the generator decides every draw
 
 
 def test_a_row_ends_at_its_first_stop_token_and_the_rest_go_on():
