@@ -179,7 +179,6 @@ class HFRolloutServer:
         self.pad_id = pad if pad is not None else self.stop_ids[0]
         self.max_batch = max_batch
         self.global_steps: int | None = None
-        self.peak_bytes = 0  # the largest device memory a decode batch took (torch's allocator)
         self._pending: list[tuple[tuple, list[int], int, asyncio.Future]] = []
         self._draining: asyncio.Task | None = None
 
@@ -246,11 +245,8 @@ class HFRolloutServer:
         import torch
 
         temperature, top_p, top_k = key
-        cuda = self.device.type == "cuda"
-        if cuda:
-            before = torch.cuda.memory_allocated(self.device)
-            torch.cuda.reset_peak_memory_stats(self.device)
-        out = decode(
+        call = memory_probe.measured(decode, "generation") if memory_probe.enabled() else decode
+        out = call(
             self.model,
             [p for p, _ in requests],
             [m for _, m in requests],
@@ -261,15 +257,8 @@ class HFRolloutServer:
             pad_id=self.pad_id,
             generator=self.generator,
         )
-        if cuda:
-            peak = torch.cuda.max_memory_allocated(self.device)
-            self.peak_bytes = max(self.peak_bytes, peak)
-            if memory_probe.enabled():
-                reserved = torch.cuda.max_memory_reserved(self.device)
-                memory_probe.write("generation", "cuda", before, peak, reserved)
+        if self.device.type == "cuda":
             torch.cuda.empty_cache()  # the KV cache goes back before the trainer's phases
-        elif memory_probe.enabled():
-            memory_probe.write("generation", "cpu", 0, 0, 0)
         return out
 
     # -- weights
@@ -291,13 +280,6 @@ class HFRolloutServer:
 
     def set_global_steps(self, global_steps: int) -> None:
         self.global_steps = global_steps
-
-    def memory(self) -> dict[str, float]:
-        """The device memory this server holds now and the largest a decode batch took (bytes)."""
-        import torch
-
-        held = torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else 0
-        return {"device": str(self.device), "allocated": float(held), "peak": float(self.peak_bytes)}
 
     def state_checksum(self) -> float:
         """Sum of all weights in float64 (tests use it to see that an update arrived)."""
