@@ -491,7 +491,7 @@ def run_all(args) -> int:
                     overrides = loop_overrides(methods, extra, args.cpu)
                 left = deadline - time.monotonic()
                 # the memory pass leaves the loop's four launches 45% of the budget (each took
-                # 70-90 s on 2 CPU cores in the self-test, mostly start-up); they share what is left
+                # 60-105 s on 2 CPU cores in the self-test, mostly start-up); they share what is left
                 share = left * MEMORY_SHARE if kind == "memory" and "loop" in args.passes else left
                 status, reason, seconds = train(overrides, run, cache, share)
                 row.update(status=status, reason=reason, wall_s=round(seconds, 1), overrides=overrides)
