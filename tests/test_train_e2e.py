@@ -366,7 +366,13 @@ def test_a_resumed_run_repeats_the_uninterrupted_run_bit_for_bit(e2e, launches, 
 
     step4 = by_key(dump_at(out, 4))
     assert step4 == by_key(dump_at(reference, 4))
-    assert len({r["output"] for r in step4}) > len(step4) // 2  # sampled, not greedy: most differ
+    # sampled, not greedy: one prompt's responses differ (greedy decoding gives a prompt one
+    # response). Not "most responses differ": how far the tiny model has collapsed by step 4 depends
+    # on the CPU's kernels (6 distinct of 32 on an AVX2-only EPYC), so the run's first step is asked.
+    responses: dict[str, set[str]] = {}
+    for r in dump_at(reference, 1):
+        responses.setdefault(r["input"], set()).add(r["output"])
+    assert max(len(o) for o in responses.values()) > 1
 
     # validation (greedy) finishes in any order and its uids are random
     def val(folder: Path) -> list[dict]:
