@@ -189,15 +189,13 @@ def _session(cfg: DictConfig, say: Callable[[str], None]) -> contextlib.Abstract
     on_policy_note = (
         "old log-probs from the update's own forward (on-policy)" if on_policy.active(cfg) else ""
     )
-    if select(cfg, "actor_rollout_ref.rollout.name") == HF_ROLLOUT:
+    hf = select(cfg, "actor_rollout_ref.rollout.name") == HF_ROLLOUT
+    if hf:
         say(
             "rollout: transformers in a Ray actor (rollout.name=hf, no vLLM: the bare-GPU check), "
             f"{select(cfg, 'actor_rollout_ref.rollout.dtype')}"
         )
-    if (
-        select(cfg, "recipes.platform") != "cpu"
-        or select(cfg, "actor_rollout_ref.rollout.name") == HF_ROLLOUT
-    ):
+    if hf or select(cfg, "recipes.platform") != "cpu":
         if on_policy_note:
             say(f"training: {on_policy_note}")
         return contextlib.nullcontext()

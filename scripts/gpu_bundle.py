@@ -54,13 +54,15 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+from wheelhouse import canonical, sha256_of  # noqa: E402  (stdlib only, like this script)
+
 HERE = REPO / "scripts" / "gpu_bundle"
 CHECK_SCRIPT = "scripts/gpu_bundle/bare_check.py"  # what run.sh runs, relative to the bundle's repo/
 MIB = 1 << 20
 LIMIT = 60 * MIB  # the machine takes 64 MiB of files per command; leave room for the check's own
 PYTHON_TAG = "cp312"
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
-CHUNK = 1 << 20
 
 # What the bundle carries as wheels: name -> (the .venv's version, why). Installed with --no-deps,
 # so every import of the closure that the machine cannot satisfy must be listed here;
@@ -181,20 +183,8 @@ def log(msg: str) -> None:
     print(msg, flush=True)
 
 
-def canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def mib(n: int) -> str:
     return f"{n / MIB:.1f} MiB"
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK):
-            h.update(block)
-    return h.hexdigest()
 
 
 def cache_dir() -> Path:
@@ -393,7 +383,7 @@ def write_manifest(out: Path, commit: str, dirty: bool) -> dict:
     for path in sorted(p for p in out.rglob("*") if p.is_file() and not p.is_symlink()):
         rel = path.relative_to(out).as_posix()
         if rel != "manifest.json":
-            files[rel] = {"size": path.stat().st_size, "sha256": sha256(path)}
+            files[rel] = {"size": path.stat().st_size, "sha256": sha256_of([path])}
     manifest = {
         "format": 1,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

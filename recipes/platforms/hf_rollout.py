@@ -95,17 +95,9 @@ def decode(
     or under softmax(logits) when greedy). A row ends after its first stop token or its own token
     limit; nothing after either is returned."""
     import torch
-
-    with torch.no_grad():
-        return _decode(model, prompts, max_tokens, temperature, top_p, top_k, stop_ids, pad_id, generator)
-
-
-def _decode(model, prompts, max_tokens, temperature, top_p, top_k, stop_ids, pad_id, generator):
-    import torch
     from transformers import DynamicCache
 
     device = next(model.parameters()).device
-
     rows, width = len(prompts), max(len(p) for p in prompts)
     ids = torch.full((rows, width), pad_id, dtype=torch.long)
     mask = torch.zeros((rows, width), dtype=torch.long)
@@ -116,32 +108,40 @@ def _decode(model, prompts, max_tokens, temperature, top_p, top_k, stop_ids, pad
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     limits = torch.tensor(max_tokens, device=device)
     stops = torch.tensor(stop_ids, device=device)
-    cache = DynamicCache()
-    out = model(
-        input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, logits_to_keep=1
-    )
-    sampled, logps = [], []
-    done = torch.zeros(rows, dtype=torch.bool, device=device)
-    for step in range(max(max_tokens)):
-        logits = out.logits[:, -1, :].float()
-        if temperature > 0:
-            logp = torch.log_softmax(logits / temperature, dim=-1)
-            probs = torch.softmax(restrict(logp, top_k, top_p), dim=-1)
-            token = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-        else:
-            logp = torch.log_softmax(logits, dim=-1)
-            token = logits.argmax(dim=-1)
-        token = torch.where(done, torch.full_like(token, pad_id), token)
-        sampled.append(token)
-        logps.append(logp.gather(-1, token.unsqueeze(-1)).squeeze(-1))
-        done |= torch.isin(token, stops) | (step + 1 >= limits)
-        if bool(done.all()):
-            break
-        mask = torch.cat([mask, torch.ones((rows, 1), dtype=mask.dtype, device=device)], dim=-1)
-        positions = positions[:, -1:] + 1
+    with torch.no_grad():  # decoding only: nothing to backpropagate
+        cache = DynamicCache()
         out = model(
-            input_ids=token.unsqueeze(-1), attention_mask=mask, position_ids=positions, past_key_values=cache
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=cache,
+            logits_to_keep=1,
         )
+        sampled, logps = [], []
+        done = torch.zeros(rows, dtype=torch.bool, device=device)
+        for step in range(max(max_tokens)):
+            logits = out.logits[:, -1, :].float()
+            if temperature > 0:
+                logp = torch.log_softmax(logits / temperature, dim=-1)
+                probs = torch.softmax(restrict(logp, top_k, top_p), dim=-1)
+                token = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+            else:
+                logp = torch.log_softmax(logits, dim=-1)
+                token = logits.argmax(dim=-1)
+            token = torch.where(done, torch.full_like(token, pad_id), token)
+            sampled.append(token)
+            logps.append(logp.gather(-1, token.unsqueeze(-1)).squeeze(-1))
+            done |= torch.isin(token, stops) | (step + 1 >= limits)
+            if bool(done.all()):
+                break
+            mask = torch.cat([mask, torch.ones((rows, 1), dtype=mask.dtype, device=device)], dim=-1)
+            positions = positions[:, -1:] + 1
+            out = model(
+                input_ids=token.unsqueeze(-1),
+                attention_mask=mask,
+                position_ids=positions,
+                past_key_values=cache,
+            )
     tokens = torch.stack(sampled, dim=1).tolist()
     values = torch.stack(logps, dim=1).tolist()
     stop = set(stop_ids)
