@@ -11,7 +11,7 @@ spacing aside) gives that choice's letter, else `C`, `(C)`, `(C) text`, `C)`, `C
 give the letter C. Correct when the letter is the answer's letter. No math-verify involved.
 
 Every result is a dict with `acc` (0.0/1.0), `pred` (the extracted answer, "" if none) and `status`
-(the grader's statuses: ok | no_answer | timeout | error | bad_ground_truth | too_deep).
+(the grader's statuses: ok | no_answer | box_too_long | timeout | error | bad_ground_truth | too_deep).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from grader.extract import Mode, cut_at_stop, last_boxed, to_text
+from grader.extract import Mode, boxed_answer, cut_at_stop, last_boxed, to_text
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _WRAPPER_RE = re.compile(r"\\(?:text|textbf|mathrm|mathbf|textrm)\s*\{([^{}]*)\}")
@@ -56,8 +56,8 @@ def choice_letter(answer: Any, choices: Sequence[str] = (), n_letters: int = 4) 
 def extract_choice(response: Any, mode: Mode = "boxed") -> str | None:
     """The raw answer text of a multiple-choice response (module docstring), or None."""
     text = cut_at_stop(to_text(response))
-    boxed = last_boxed(text)
-    if boxed is not None or mode == "boxed":
+    boxed, too_long = boxed_answer(text)
+    if boxed is not None or too_long or mode == "boxed":  # a box too long to read: no answer, not its tail
         return boxed
     phrases = _PHRASE_RE.findall(text)
     if phrases:

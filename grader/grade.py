@@ -13,8 +13,14 @@ grades needs an `if __name__ == "__main__":` guard (workers import the main modu
 Result of one sample, fixed keys (so verl can stack them into arrays): `score` (= `acc`; the
 training reward is recipes/methods/reward.py's), `acc` (1.0 if the extracted answer is equivalent to
 the ground truth, else 0.0), `pred` (the extracted answer, "" if none), `timed_out`, `status` (one of
-`STATUSES`: ok, no_answer, timeout, error, bad_ground_truth, too_deep) and `latency_s`.
-docs/grader.md has the extraction, the equivalence and the work per step.
+`STATUSES`: ok, no_answer, box_too_long, timeout, error, bad_ground_truth, too_deep) and
+`latency_s`. docs/grader.md has the extraction, the equivalence and the work per step.
+
+Arguments: what a sample holds (the response, the ground truth: any type, size or depth) never
+raises; it is graded or gets a status saying why not. A bad setting (`num_workers`, `timeout_s`,
+`mode`) is a programmer's or a config's error, not a sample's: one ValueError naming it, raised
+before anything is graded (the training config's are checked before Ray starts,
+recipes/methods/reward.py).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import logging
 import math
 import multiprocessing
 import multiprocessing.util
+import numbers
 import os
 import threading
 import time
@@ -37,11 +44,12 @@ import pebble
 from grader import _mathverify
 from grader.extract import (
     MAX_NESTING,
+    MODES,
     Mode,
+    check_ground_truth,
     clean_answer,
     extract_answer,
     nesting_depth,
-    normalize_ground_truth,
     numeric_value,
     to_text,
 )
@@ -49,23 +57,24 @@ from grader.extract import (
 DEFAULT_TIMEOUT_S = 5.0
 # Every grading task has a limit, and no setting can remove it: at most this many seconds.
 MAX_TIMEOUT_S = 300.0
+# Grading processes per grader: each is a process with math-verify and sympy (about 60 MB
+# resident), and a hung task burns a core, so more than this is a mistake, not a setting.
 MAX_WORKERS = 256
 ENV_WORKERS = "RECIPES_GRADER_WORKERS"
 ENV_TIMEOUT = "RECIPES_GRADER_TIMEOUT_S"
-STATUSES = ("ok", "no_answer", "timeout", "error", "bad_ground_truth", "too_deep")
+STATUSES = ("ok", "no_answer", "box_too_long", "timeout", "error", "bad_ground_truth", "too_deep")
 _GOLD_CACHE_SIZE = 8192
 logger = logging.getLogger(__name__)
 _warned: set[str] = set()
 
 
-def _warn_bad_ground_truth(ground_truth: Any) -> None:
-    """Log each unusable ground truth once: it scores 0 for every response, which a run must see."""
-    key = repr(ground_truth)[:200]
-    if key not in _warned and len(_warned) < 1000:
-        _warned.add(key)
-        logger.warning(
-            "ground truth %s is empty or unparsable: its responses score 0 (status=bad_ground_truth)", key
-        )
+def _warn_bad_ground_truth(problem: str) -> None:
+    """Log each unusable ground truth once: it scores 0 for every response, which a run must see.
+    `problem` is check_ground_truth's message (it shows at most the start of the ground truth: a
+    repr of any ground truth could raise, recurse or run for seconds)."""
+    if problem not in _warned and len(_warned) < 1000:
+        _warned.add(problem)
+        logger.warning("%s: its responses score 0 (status=bad_ground_truth)", problem)
 
 
 def check_timeout_s(value: Any, name: str = "timeout_s") -> float:
@@ -78,6 +87,21 @@ def check_timeout_s(value: Any, name: str = "timeout_s") -> float:
     if isinstance(value, bool) or not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT_S):
         raise ValueError(f"{name}={value!r} must be a number of seconds in (0, {MAX_TIMEOUT_S:g}]")
     return seconds
+
+
+def check_num_workers(value: Any, name: str = "num_workers") -> int:
+    """A worker count: an integer from 1 to MAX_WORKERS. ValueError naming `name` otherwise (-1 left
+    the pool without workers, its tasks waiting forever)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 1 <= value <= MAX_WORKERS:
+        raise ValueError(f"{name}={value!r} must be an integer from 1 to {MAX_WORKERS}")
+    return int(value)
+
+
+def check_mode(value: Any) -> Mode:
+    """An extraction mode, one of MODES; ValueError naming it otherwise."""
+    if not isinstance(value, str) or value not in MODES:
+        raise ValueError(f"mode={value!r} must be one of {', '.join(MODES)}")
+    return value
 
 
 def default_num_workers() -> int:
@@ -128,7 +152,11 @@ class Grader:
     """Owns the worker pool, the per-question cache of parsed ground truths, and counters."""
 
     def __init__(self, num_workers: int | None = None, timeout_s: float | None = None):
-        self.num_workers = num_workers or default_num_workers()
+        self.num_workers = (
+            check_num_workers(num_workers, "grader num_workers")
+            if num_workers is not None
+            else default_num_workers()
+        )
         self.timeout_s = (
             check_timeout_s(timeout_s, "grader timeout_s") if timeout_s is not None else default_timeout_s()
         )
@@ -224,12 +252,13 @@ class Grader:
     def submit(self, solution_str: Any, ground_truth: Any, mode: Mode = "lenient") -> Future:
         """Grade one response; the future's result is the dict described in the module doc."""
         t0 = time.perf_counter()
+        mode = check_mode(mode)
         text = to_text(solution_str)
         out: Future = Future()
         try:
-            golds = normalize_ground_truth(ground_truth)
-        except (TypeError, ValueError):
-            golds = ()
+            golds, problem = check_ground_truth(ground_truth), ""
+        except ValueError as exc:
+            golds, problem = (), str(exc)
         extraction = extract_answer(text, mode)
         pred = clean_answer(extraction.answer) if extraction.answer else ""
 
@@ -244,9 +273,11 @@ class Grader:
             }
             out.set_result(result)
 
-        if not golds or max(map(nesting_depth, golds)) > MAX_NESTING:
-            _warn_bad_ground_truth(ground_truth)
+        if problem:
+            _warn_bad_ground_truth(problem)
             finish(False, "bad_ground_truth")
+        elif extraction.method == "box_too_long":  # never its tail, never an earlier box
+            finish(False, "box_too_long")
         elif not pred:
             finish(False, "no_answer")
         elif _squeeze(pred) in {_squeeze(g) for g in golds}:
@@ -274,7 +305,7 @@ class Grader:
                     finish(False, "error")
                     return
                 if not parsed_any:
-                    _warn_bad_ground_truth(golds)
+                    _warn_bad_ground_truth(f"ground truth {golds!r:.200} does not parse (math-verify)")
                     finish(False, "bad_ground_truth")
                     return
                 self._schedule(_mathverify.verify_answer, (blob, pred)).add_done_callback(on_verified)
@@ -292,6 +323,10 @@ class Grader:
         mode: Mode = "lenient",
     ) -> list[dict]:
         """Grade many responses at once, in parallel over the pool, in input order."""
+        if isinstance(solutions, str | bytes) or isinstance(ground_truths, str | bytes):
+            raise ValueError(
+                "grade_batch takes a sequence of solutions and one of ground truths, not a string"
+            )
         if len(solutions) != len(ground_truths):
             raise ValueError(f"{len(solutions)} solutions but {len(ground_truths)} ground truths")
         futures = [self.submit(s, g, mode=mode) for s, g in zip(solutions, ground_truths, strict=True)]
@@ -312,7 +347,7 @@ def get_grader(num_workers: int | None = None, timeout_s: float | None = None) -
     """The process-wide grader; rebuilt if asked for a different worker count or time limit."""
     global _default
     with _default_lock:
-        want_workers = num_workers or default_num_workers()
+        want_workers = check_num_workers(num_workers) if num_workers is not None else default_num_workers()
         want_timeout = check_timeout_s(timeout_s) if timeout_s is not None else default_timeout_s()
         if _default is None or (_default.num_workers, _default.timeout_s) != (want_workers, want_timeout):
             if _default is not None:
@@ -337,7 +372,11 @@ def compute_score(
 
     mode           `lenient` (training; boxed, then "the answer is", then last number) or
                    `boxed` (evaluation; only a boxed answer counts).
-    timeout_s      time limit per math-verify task (default 5 s or $RECIPES_GRADER_TIMEOUT_S).
+    timeout_s      time limit per math-verify task, in (0, 300] (default 5 s or
+                   $RECIPES_GRADER_TIMEOUT_S).
+    num_workers    grading processes, 1 to 256 (default $RECIPES_GRADER_WORKERS, else the cores,
+                   at least 4 and at most 8).
+    A bad setting raises ValueError before anything is graded; a bad sample gets a status.
     `extra_info` and other verl keyword arguments (reward_router_address, ...) are accepted and
     ignored: the score is correctness alone (the training reward is recipes/methods/reward.py's).
     """

@@ -4,6 +4,8 @@ import pytest
 
 from grader.extract import (
     MAX_BOXED_CHARS,
+    Extraction,
+    check_ground_truth,
     clean_answer,
     cut_at_stop,
     extract_answer,
@@ -52,9 +54,21 @@ def test_last_boxed(text, expected):
     assert last_boxed(text) == expected
 
 
-def test_boxed_longer_than_the_bound_is_unterminated():
-    assert last_boxed("\\boxed{" + "1" * (MAX_BOXED_CHARS + 10) + "}") is None
-    assert last_boxed("\\boxed{" + "1" * 100 + "}") == "1" * 100
+@pytest.mark.parametrize("mode", ["lenient", "boxed"])
+def test_a_box_longer_than_the_bound_is_no_answer_in_either_mode(mode):
+    """Up to MAX_BOXED_CHARS a box is read whole; one character more and the last box is no answer:
+    not its last number (lenient read 5 in a box worth 2,105), not an earlier box."""
+    fits = "9" * (MAX_BOXED_CHARS - 1) + "5"
+    assert extract_answer(f"\\boxed{{{fits}}}", mode) == Extraction(fits, "boxed")
+    for text in (f"\\boxed{{9{fits}}}", f"\\boxed{{5}} then \\boxed{{9{fits}}}", f"\\boxed 9{fits}"):
+        assert extract_answer(text, mode) == Extraction(None, "box_too_long"), text[:20]
+        assert last_boxed(text) is None
+    # a box left open near the end (a response cut off) still gives way to the one before
+    assert extract_answer("\\boxed{3} and then \\boxed{4", mode) == Extraction("3", "boxed")
+    assert (
+        extract_answer("\\boxed{3} and then \\boxed{4" + "+1" * MAX_BOXED_CHARS, mode).method
+        == "box_too_long"
+    )
 
 
 @pytest.mark.parametrize(
@@ -149,6 +163,31 @@ def test_normalize_ground_truth_numpy_array():
     import numpy as np
 
     assert normalize_ground_truth(np.array(["7", "8"])) == ("7", "8")
+    assert normalize_ground_truth(np.array([[7], [8]])) == ("7", "8")
+
+
+def test_nested_ground_truths_flatten_in_order_and_count_every_value():
+    assert normalize_ground_truth([["1", ["2", "['3', '1']"]], 4.0]) == ("1", "2", "3", "4")
+    assert len(normalize_ground_truth([str(i) for i in range(64)])) == 64
+    with pytest.raises(ValueError, match="more than 64 answers"):  # 63 answers and 2 lists
+        normalize_ground_truth([[str(i) for i in range(32)], [str(i) for i in range(31)]])
+
+
+@pytest.mark.parametrize(
+    "gold,problem",
+    [
+        ("", "ground truth is empty: it holds no answer"),
+        (10**5000, "ground truth is an integer of 16,610 bits, longer than 4,096 digits"),
+        ("7" * 4097, "'... (4,097 characters) is longer than 4,096 characters"),
+        ("(" * 51 + "1" + ")" * 51, "nests brackets deeper than 50"),
+        (object(), "ground truth of type object is not an answer"),
+    ],
+    ids=["empty", "int_5000_digits", "text_4097_chars", "nested_51", "object"],
+)
+def test_check_ground_truth_says_why_a_ground_truth_is_no_answer(gold, problem):
+    with pytest.raises(ValueError) as refused:
+        check_ground_truth(gold)
+    assert problem in str(refused.value), refused.value
 
 
 def test_ground_truth_literal_is_never_executed(tmp_path):

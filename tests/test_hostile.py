@@ -5,6 +5,7 @@ import contextlib
 import gc
 import math
 import os
+import re
 import signal
 import threading
 import time
@@ -13,11 +14,20 @@ from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from grader import compute_score
-from grader.extract import MAX_ANSWERS, MAX_NESTING, nesting_depth, normalize_ground_truth
-from grader.grade import ENV_TIMEOUT, Grader, default_timeout_s
+from grader import compute_score, grade_batch
+from grader.extract import (
+    MAX_ANSWERS,
+    MAX_BOXED_CHARS,
+    MAX_NESTING,
+    MAX_TEXT_CHARS,
+    check_ground_truth,
+    nesting_depth,
+    normalize_ground_truth,
+)
+from grader.grade import ENV_TIMEOUT, Grader, default_timeout_s, get_grader
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The `grader` fixture (conftest) and the compute_score calls below use this time limit.
@@ -47,6 +57,8 @@ HOSTILE = {
     "deep_braces": "\\boxed{" + "{" * 3000 + "1" + "}" * 3000 + "}",
     "huge_number": "\\boxed{" + "9" * 3000 + "}",
     "factorial_tower": "\\boxed{(10^{10})!}",
+    "empty_boxes_1mb": "\\boxed{}" * 150_000,
+    "nested_boxes": "\\boxed{" * 20_000 + "1" + "}" * 20_000,  # the innermost box is inside long ones
 }
 
 
@@ -58,11 +70,18 @@ def test_hostile_response_is_bounded(grader, name):
     assert elapsed < BOUND_S, f"{name} took {elapsed:.1f}s"
     assert set(result) >= {"score", "acc", "pred", "timed_out", "status"}
     assert math.isfinite(result["score"])
-    assert result["status"] in {"ok", "no_answer", "timeout", "error", "too_deep"}
+    assert result["status"] in {"ok", "no_answer", "box_too_long", "timeout", "error", "too_deep"}
     if name in {"one_megabyte", "two_thousand_boxes", "invalid_utf8", "lone_surrogates"}:
         assert result["acc"] == 1.0, result  # the real answer is still found
-    if name in {"empty", "none", "two_thousand_open_boxes", "open_boxes_1mb"}:
+    if name in {"empty", "none", "nested_braces_1mb", "empty_boxes_1mb"}:
         assert result["status"] == "no_answer"
+    if name in {
+        "two_thousand_open_boxes",
+        "open_boxes_1mb",
+        "deep_braces",
+        "nested_boxes",
+    }:  # 6,000+ characters
+        assert result["status"] == "box_too_long"
     if name in {"power_tower", "power_tower_10"}:
         assert result["acc"] == 0.0
 
@@ -165,25 +184,200 @@ def test_an_answer_within_the_safe_depth_is_graded():
     assert (result["status"], result["acc"]) == ("ok", 1.0), result
 
 
-@pytest.mark.parametrize(
-    "gold", [math.nan, math.inf, -math.inf, "nan", "NaN", [math.nan], list(range(MAX_ANSWERS + 1))]
-)
-def test_a_nan_infinite_or_oversized_ground_truth_is_bad(grader, gold):
-    """A NaN ground truth accepted \\boxed{nan}; a 60,000-item list took 36 s outside the limit."""
-    t0 = time.perf_counter()
-    result = grader.grade("\\boxed{nan}", gold)
-    assert (result["status"], result["acc"]) == ("bad_ground_truth", 0.0)
-    assert time.perf_counter() - t0 < BOUND_S
+def nested(levels: int, inner):
+    """`inner` inside `levels` lists."""
+    for _ in range(levels):
+        inner = [inner]
+    return inner
 
 
-def test_a_huge_ground_truth_list_is_refused_before_it_is_read():
-    gold = [str(i) for i in range(60_000)]
+class Unprintable:
+    def __str__(self):
+        raise RuntimeError("no text")
 
-    def refuse():
-        with pytest.raises(ValueError, match="60000 answers, more than 64"):
-            normalize_ground_truth(gold)
 
-    assert cpu_seconds(refuse) < 0.1
+# 2,105 (2,100 ones and a 5) in a box of 4,201 characters: the grader read its last number, 5
+OVERLONG_SUM = "+".join(["1"] * 2100 + ["5"])
+OVERLONG_BOX = "\\boxed{" + OVERLONG_SUM + "}"
+# a box opened before the last MAX_TEXT_CHARS characters, its command cut in two by them ("\\bo|xed{")
+CUT_COMMAND = "\\boxed{" + "1+" * ((MAX_TEXT_CHARS - 6) // 2) + "5}"
+assert len(CUT_COMMAND) == MAX_TEXT_CHARS + 3
+# Hostile input in the grader's arguments: (response, ground truth, status). Each is graded in both
+# modes against a ground truth of 5 or with the response \boxed{5}: a grader that read the box's
+# tail, an earlier box or the ground truth's first answers would credit it.
+HOSTILE_ARGUMENTS = {
+    # responses: a last box longer than MAX_BOXED_CHARS is no answer, never its tail or an earlier box
+    "overlong_box": (OVERLONG_BOX, "5", "box_too_long"),
+    "earlier_box_then_overlong_box": ("\\boxed{5} or rather " + OVERLONG_BOX, "5", "box_too_long"),
+    "overlong_box_never_closed": ("\\boxed{" + OVERLONG_SUM, "5", "box_too_long"),
+    "overlong_box_around_a_box": ("\\boxed{" + "1+" * 2100 + "\\boxed{5}}", "5", "box_too_long"),
+    "overlong_box_then_a_phrase": (OVERLONG_BOX + " so the answer is 5", "5", "box_too_long"),
+    "overlong_token_box": ("\\boxed " + OVERLONG_SUM, "5", "box_too_long"),
+    # responses longer than MAX_TEXT_CHARS whose last box began before the part that is read
+    "box_opened_before_the_read_tail": ("\\boxed{" + "1+" * 150_000 + "5}", "5", "no_answer"),
+    "box_command_cut_by_the_read_tail": (CUT_COMMAND, "5", "no_answer"),
+    "token_box_cut_by_the_read_tail": ("\\boxed " + "1+" * 150_000 + "5", "5", "no_answer"),
+    # responses that are not text
+    "response_list_5000_deep": (nested(5000, "5"), "5", "no_answer"),
+    "response_int_10_pow_10000": (10**10000, "5", "no_answer"),
+    "response_unprintable": (Unprintable(), "5", "no_answer"),
+    # ground truths of any type, size and depth (a NaN accepted \\boxed{nan}; 60,000 answers took 36 s)
+    "gold_int_10_pow_10000": ("\\boxed{5}", 10**10000, "bad_ground_truth"),
+    "gold_5000_digits": ("\\boxed{5}", "5" * 5000, "bad_ground_truth"),
+    "gold_list_5000_deep": ("\\boxed{5}", nested(5000, "5"), "bad_ground_truth"),
+    "gold_lists_64x64": ("\\boxed{5}", [[str(i) for i in range(64)]] * 64, "bad_ground_truth"),
+    "gold_lists_512x64": ("\\boxed{5}", [[str(i) for i in range(64)]] * 512, "bad_ground_truth"),
+    "gold_list_65": ("\\boxed{5}", [str(i) for i in range(MAX_ANSWERS + 1)], "bad_ground_truth"),
+    "gold_list_60000": ("\\boxed{5}", [str(i) for i in range(60_000)], "bad_ground_truth"),
+    "gold_list_strings_64x64": ("\\boxed{5}", [repr([str(i) for i in range(64)])] * 64, "bad_ground_truth"),
+    "gold_numpy_1e6": ("\\boxed{5}", np.arange(10**6), "bad_ground_truth"),
+    "gold_numpy_64x64": ("\\boxed{5}", np.full((64, 64), 5), "bad_ground_truth"),
+    "gold_nan": ("\\boxed{nan}", math.nan, "bad_ground_truth"),
+    "gold_nan_text": ("\\boxed{nan}", "nan", "bad_ground_truth"),
+    "gold_NaN_text": ("\\boxed{nan}", "NaN", "bad_ground_truth"),
+    "gold_numpy_nan": ("\\boxed{nan}", np.float64("nan"), "bad_ground_truth"),
+    "gold_nan_in_a_list": ("\\boxed{5}", ["5", math.nan], "bad_ground_truth"),
+    "gold_inf": ("\\boxed{\\infty}", math.inf, "bad_ground_truth"),
+    "gold_minus_inf": ("\\boxed{-\\infty}", -math.inf, "bad_ground_truth"),
+    "gold_dollars_only": ("\\boxed{5}", "$$", "bad_ground_truth"),
+    "gold_percent_only": ("\\boxed{5}", "%", "bad_ground_truth"),
+    "gold_bool": ("\\boxed{1}", True, "bad_ground_truth"),
+    "gold_dict": ("\\boxed{5}", {"answer": "5"}, "bad_ground_truth"),
+    "gold_set": ("\\boxed{5}", {"5"}, "bad_ground_truth"),
+    "gold_complex": ("\\boxed{5}", 5 + 0j, "bad_ground_truth"),
+    "gold_unprintable": ("\\boxed{5}", Unprintable(), "bad_ground_truth"),
+    "gold_nested_past_max_nesting": (
+        "\\boxed{5}",
+        "(" * (MAX_NESTING + 1) + "5" + ")" * (MAX_NESTING + 1),
+        "bad_ground_truth",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_ARGUMENTS))
+def test_hostile_grader_argument_gets_a_status_in_time_and_no_credit(grader, name):
+    """The issue's grader inputs and more: each returns its status within the time limit, in both
+    modes, and scores 0 (no worker task is needed to decide any of them)."""
+    response, gold, status = HOSTILE_ARGUMENTS[name]
+    for mode in ("lenient", "boxed"):
+        t0 = time.perf_counter()
+        result = grader.grade(response, gold, mode=mode)
+        assert time.perf_counter() - t0 < BOUND_S, (mode, result)
+        assert (result["status"], result["acc"], result["score"]) == (status, 0.0, 0.0), (mode, result)
+
+
+def test_the_issues_2105_box_scores_0_with_status_box_too_long():
+    """Hand-checked: the box holds 1+1+...+5 = 2,105 in 4,201 characters, past MAX_BOXED_CHARS;
+    the grader used to grade its last number, 5, and credited it against 5."""
+    assert sum(map(int, OVERLONG_SUM.split("+"))) == 2105
+    assert len(OVERLONG_SUM) == 4201 > MAX_BOXED_CHARS
+    for mode in ("lenient", "boxed"):
+        result = compute_score(
+            "math", f"Adding up: {OVERLONG_BOX}.", "5", mode=mode, timeout_s=TEST_TIMEOUT_S
+        )
+        assert (result["score"], result["status"], result["pred"]) == (0.0, "box_too_long", "")
+
+
+def test_a_huge_or_deep_ground_truth_is_refused_before_it_is_read():
+    """The answer cap is over every value met, at any depth: 32,768 nested answers took 3.45 s to
+    normalize, and a list 5,000 deep raised RecursionError."""
+    for name in ("gold_list_60000", "gold_lists_512x64", "gold_list_5000_deep", "gold_numpy_1e6"):
+        gold = HOSTILE_ARGUMENTS[name][1]
+
+        def refuse(gold=gold):
+            with pytest.raises(ValueError, match="ground truth has more than 64 answers"):
+                normalize_ground_truth(gold)
+
+        assert cpu_seconds(refuse) < 0.1, name
+
+
+BAD_SETTINGS = [
+    ({"num_workers": -1}, "num_workers=-1 must be an integer from 1 to 256"),  # hung forever
+    ({"num_workers": 0}, "num_workers=0 must be an integer from 1 to 256"),
+    ({"num_workers": 10**6}, "num_workers=1000000 must be an integer from 1 to 256"),
+    ({"num_workers": 2.5}, "num_workers=2.5 must be an integer"),
+    ({"num_workers": "4"}, "num_workers='4' must be an integer"),
+    ({"num_workers": True}, "num_workers=True must be an integer"),
+    ({"timeout_s": math.nan}, r"timeout_s=nan must be a number of seconds in \(0, 300\]"),
+    ({"timeout_s": -1}, r"timeout_s=-1 must be a number of seconds"),
+    ({"timeout_s": "soon"}, r"timeout_s='soon' must be a number of seconds"),
+    ({"mode": "strict"}, "mode='strict' must be one of lenient, boxed"),
+    ({"mode": None}, "mode=None must be one of lenient, boxed"),
+]
+
+
+def _grader_entry(entry: str, response: str, num_workers=2, timeout_s=TEST_TIMEOUT_S, mode="lenient") -> dict:
+    """Grade `response` against 5 through one public entry."""
+    kw = {"num_workers": num_workers, "timeout_s": timeout_s}
+    if entry == "compute_score":
+        return compute_score("math", response, "5", mode=mode, **kw)
+    if entry == "grade_batch":
+        return grade_batch([response], ["5"], mode=mode, **kw)[0]
+    if entry == "get_grader":
+        return get_grader(**kw).grade(response, "5", mode=mode)
+    g = Grader(**kw)
+    try:
+        return g.grade(response, "5", mode=mode)
+    finally:
+        g.close()
+
+
+@pytest.mark.parametrize("entry", ["compute_score", "grade_batch", "get_grader", "Grader"])
+def test_a_bad_grader_setting_is_one_value_error_naming_it_before_any_grading(entry):
+    """A setting is the programmer's or the config's (checked before Ray starts), not the sample's:
+    a ValueError naming it and its range, at once; never a hang (num_workers=-1 left the pool with
+    no worker) nor a pool of a million processes."""
+    assert _grader_entry(entry, "\\boxed{5}")["acc"] == 1.0  # good settings (decided without a worker)
+    for settings, message in BAD_SETTINGS:
+        outcome: dict = {}
+
+        def call(settings=settings, outcome=outcome):
+            try:
+                outcome["result"] = _grader_entry(entry, "\\boxed{\\sqrt{25}}", **settings)  # needs a worker
+            except Exception as exc:
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=call, daemon=True)
+        thread.start()
+        thread.join(timeout=10)
+        assert not thread.is_alive(), f"{entry}({settings}) hangs"
+        assert isinstance(outcome.get("error"), ValueError), (settings, outcome)
+        assert re.search(message, str(outcome["error"])), (settings, outcome)
+
+
+BAD_STORED_GROUND_TRUTHS = {
+    "nan": "nan",
+    "minus_NaN": "-NaN",
+    "dollars_only": "$$",
+    "percent_only": "\\%",
+    "empty_list_literal": "['']",
+    "65_answers_list_literal": repr([str(i) for i in range(MAX_ANSWERS + 1)]),
+    "5000_digits": "5" * 5000,
+    "nested_past_max_nesting": "(" * (MAX_NESTING + 1) + "5" + ")" * (MAX_NESTING + 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_STORED_GROUND_TRUTHS))
+def test_data_validate_refuses_every_ground_truth_the_grader_refuses(grader, tmp_path, capsys, name):
+    """`data validate` passed a "nan" answer, which the grader then scored 0 forever: it now runs
+    the grader's own check and names the file, the row and the column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from recipes.tools.data.cli import main
+    from recipes.tools.data.schema import ROW_SCHEMA, make_rows
+
+    gold = BAD_STORED_GROUND_TRUTHS[name]
+    assert grader.grade("\\boxed{5}", gold)["status"] == "bad_ground_truth"
+    with pytest.raises(ValueError) as refused:
+        check_ground_truth(gold)
+    rows = make_rows([("1+1?", "2"), ("2+3?", gold), ("3+3?", "6")], data_source="t", split="train")
+    path = tmp_path / "train.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=ROW_SCHEMA), path)
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}, row 1, column 'reward_model': ground_truth: {refused.value}" in err, err
+    assert err.count("\n") == 1  # one line, no traceback
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "1e9", "abc", ""])
@@ -367,3 +561,13 @@ def test_no_grading_process_outlives_a_sigkilled_parent(tmp_path):
         for p in family:  # whatever the assertion found alive
             with contextlib.suppress(psutil.Error):
                 p.kill()
+
+
+def test_prepare_drops_a_row_whose_answer_the_grader_refuses():
+    """Otherwise one such row of a downloaded dataset would make `data prepare` fail validation
+    (dropped rows are counted as `train_unusable`, like rows without an answer)."""
+    from recipes.tools.data.sources import map_problem_answer
+
+    assert map_problem_answer({"problem": "2+3?", "answer": "5"}) == ("2+3?", "5")
+    for gold in ("nan", "$$", "5" * 5000):
+        assert map_problem_answer({"problem": "2+3?", "answer": gold}) is None, gold

@@ -75,13 +75,21 @@ def test_settings_are_checked_with_the_key_named():
 
 
 def test_statuses(grader):
-    responses = ["\\boxed{1}", "\\boxed{2}", "no answer here", "\\boxed{9^{9^{9^9}}}", "\\boxed{1}"]
-    golds = ["1", "1", "1", "3", ""]
+    overlong = "\\boxed{1} \\boxed{" + "0+" * 2100 + "1}"  # the last box is past MAX_BOXED_CHARS
+    responses = ["\\boxed{1}", "\\boxed{2}", "no answer here", "\\boxed{9^{9^{9^9}}}", "\\boxed{1}", overlong]
+    golds = ["1", "1", "1", "3", "", "1"]
     results = grader.grade_batch(responses, golds, mode="boxed")
-    assert [r["status"] for r in results] == ["ok", "ok", "no_answer", "timeout", "bad_ground_truth"]
-    assert [r["acc"] for r in results] == [1.0, 0.0, 0.0, 0.0, 0.0]
+    assert [r["status"] for r in results] == [
+        "ok",
+        "ok",
+        "no_answer",
+        "timeout",
+        "bad_ground_truth",
+        "box_too_long",
+    ]
+    assert [r["acc"] for r in results] == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
     assert [r["score"] for r in results] == [r["acc"] for r in results]
-    assert [r["timed_out"] for r in results] == [False, False, False, True, False]
+    assert [r["timed_out"] for r in results] == [False, False, False, True, False, False]
 
 
 def test_batch_length_mismatch_is_an_error(grader):

@@ -4,8 +4,8 @@
    ...) to validation metrics only. Every training step here also logs:
      grader/acc            mean 0/1 correctness of the step's responses
      grader/format_score   mean format score of the responses' templates (0 without one)
-     grader/status/<s>     fraction of responses with status s (ok, no_answer, timeout, error,
-                           bad_ground_truth)
+     grader/status/<s>     fraction of responses with status s (grader.grade.STATUSES: ok,
+                           no_answer, box_too_long, timeout, error, bad_ground_truth, too_deep)
 2. Each active method's `TrainerHooks` (recipes/methods/base.py, recipes/methods/registry.py): before and
    after each step, after validations, before the advantage, the advantage groups, in
    checkpoints and in the rollout dump. This file knows no method by name.

@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from grader.extract import check_ground_truth
 from recipes.files import atomic_write, cache_dir
 
 INSTRUCTION = "\nPlease reason step by step, and put your final answer within \\boxed{}."
@@ -165,6 +166,12 @@ def _validate_columns(columns: Mapping[str, list], n_rows: int, source: str, pre
             raise DataError(source, i, "reward_model", f"expected a dict, got {_type_name(rm)}")
         _check_str(source, i, "reward_model", rm.get("style"), "style")
         _check_str(source, i, "reward_model", rm.get("ground_truth"), "ground_truth")
+        try:  # the grader's own check: a row it would score 0 for every response is refused here
+            check_ground_truth(rm["ground_truth"])
+        except ValueError as exc:
+            raise DataError(
+                source, i, "reward_model", f"ground_truth: {exc}; the grader would score every response 0"
+            ) from None
 
         ei = columns["extra_info"][i]
         if not isinstance(ei, Mapping):
