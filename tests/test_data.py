@@ -295,7 +295,7 @@ def test_invalid_utf8_names_file_row_and_column_in_every_reader(tmp_path, column
     assert str(err.value).startswith(expected), err.value
 
     fail = _cli("validate", str(bad))  # `recipes.train` checks its files with the same function
-    assert fail.returncode == 1 and expected in fail.stderr and "Traceback" not in fail.stderr
+    assert fail.returncode == 2 and expected in fail.stderr and "Traceback" not in fail.stderr
     rephrase = subprocess.run(
         [
             sys.executable,
@@ -312,7 +312,7 @@ def test_invalid_utf8_names_file_row_and_column_in_every_reader(tmp_path, column
         text=True,
         timeout=60,
     )
-    assert rephrase.returncode == 1 and expected in rephrase.stderr and "Traceback" not in rephrase.stderr
+    assert rephrase.returncode == 2 and expected in rephrase.stderr and "Traceback" not in rephrase.stderr
 
 
 def test_validator_accepts_extra_columns_and_keys_and_a_system_message(tmp_path):
@@ -527,7 +527,7 @@ def test_cli_toy_validate_and_errors(tmp_path):
     bad = tmp_path / "bad.parquet"
     pq.write_table(pa.Table.from_pylist(rows, schema=data.ROW_SCHEMA), bad)
     fail = _cli("validate", str(train), str(bad))
-    assert fail.returncode == 1
+    assert fail.returncode == 2  # bad input
     assert f"{bad}, row 7, column 'extra_info': question: is empty" in fail.stderr
     assert "Traceback" not in fail.stderr
 

@@ -656,11 +656,11 @@ def test_bad_input_fails_before_any_request(server, tmp_path, capsys):
     table = pa.Table.from_pylist([{k: v for k, v in r.items() if k != "rephrasings"} for r in rows])
     bad = tmp_path / "bad.parquet"
     pq.write_table(table, bad)
-    assert run(server, bad, tmp_path / "out.parquet") == 1
+    assert run(server, bad, tmp_path / "out.parquet") == 2  # bad input
     err = capsys.readouterr().err
     assert "error: invalid input:" in err and "'rephrasings'" in err and "missing column" in err
     assert server.log == [] and not (tmp_path / "out.parquet").exists()
-    assert run(server, tmp_path / "nope.parquet", tmp_path / "out.parquet") == 1
+    assert run(server, tmp_path / "nope.parquet", tmp_path / "out.parquet") == 2
     assert "nope.parquet: no such file" in capsys.readouterr().err and server.log == []
 
 
@@ -775,7 +775,7 @@ def test_the_old_option_name_still_works_and_says_its_new_name(tmp_path, capsys)
     assert args.n == 3
     missing = tmp_path / "missing.parquet"
     argv = ["--input", str(missing), "--output", str(tmp_path / "o.parquet"), "--n", "3"]
-    assert rp.main([*argv, "--base-url", "http://127.0.0.1:9/v1", "--model", "m"]) == 1
+    assert rp.main([*argv, "--base-url", "http://127.0.0.1:9/v1", "--model", "m"]) == 2  # no input
     err = capsys.readouterr().err
     assert err.startswith("note: --n is now --rephrasings; the old name goes in the next release\n")
     assert str(missing) in err

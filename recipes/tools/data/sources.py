@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from recipes.tools.data.output import check_out_dir
 from recipes.tools.data.schema import SPLITS, default_out_dir, make_rows, write_rows
 
 # ----------------------------------------------------------------------------------------------
@@ -38,6 +39,13 @@ def _pair(question: Any, answer: Any) -> tuple[str, str] | None:
     q, a = _text(question), _text(answer)
     if q is not None:  # never keep an instruction a source baked into its question
         q = _INSTRUCTION_TAIL.sub("", q).strip() or None
+    if a is not None:  # an answer the grader refuses (`nan`, `$$`) could never be scored: drop the row
+        from grader.extract import check_ground_truth
+
+        try:
+            check_ground_truth(a)
+        except ValueError:
+            a = None
     return None if q is None or a is None else (q, a)
 
 
@@ -67,7 +75,7 @@ def map_simplerl_zoo(row: Mapping[str, Any]) -> tuple[str, str] | None:
 def map_hendrycks_math(row: Mapping[str, Any]) -> tuple[str, str] | None:
     """EleutherAI/hendrycks_math (`problem`, `level`, `type`, `solution`): the answer is the last
     `\\boxed{}` of the solution."""
-    from grader.extract import last_boxed  # imported here: `grader` pulls in the grading pool
+    from grader.extract import last_boxed
 
     return _pair(row.get("problem"), last_boxed(row.get("solution") or ""))
 
@@ -157,12 +165,15 @@ def build_prepared(
     return train, test, counts
 
 
-def prepare(name: str, out_dir: str | os.PathLike | None = None) -> tuple[Path, Path]:
+def prepare(name: str, out_dir: str | os.PathLike | None = None, force: bool = False) -> tuple[Path, Path]:
     """Download dataset `name` (HF `datasets`), map it to the schema and write train.parquet and
-    test.parquet to `out_dir` (default `$RECIPES_CACHE/data/<name>/`). Returns the two paths."""
+    test.parquet to `out_dir` (default `$RECIPES_CACHE/data/<name>/`). Returns the two paths. A
+    folder holding anything but this tool's files of `name` is refused (`recipes.files.Refused`)
+    before the download, unless `force` (`check_out_dir`)."""
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; prepare knows {sorted(DATASETS)}")
     out = Path(out_dir) if out_dir is not None else default_out_dir(name)
+    check_out_dir(out, name, force)
     raw = []
     for src in DATASETS[name]:
         try:

@@ -7,6 +7,7 @@ import os
 import random
 from pathlib import Path
 
+from recipes.tools.data.output import check_out_dir
 from recipes.tools.data.schema import default_out_dir, make_rows, write_rows
 
 TOY_VERSION = 3  # bump when the generator or the schema changes: ensure_data then regenerates old files
@@ -77,11 +78,14 @@ def write_toy_arithmetic(
     n_train: int = TOY_N_TRAIN,
     n_test: int = TOY_N_TEST,
     seed: int = TOY_SEED,
+    force: bool = False,
 ) -> tuple[Path, Path]:
     """Generate and write toy_arithmetic's train.parquet and test.parquet (byte-identical for the same
-    arguments). Returns (train_path, test_path)."""
+    arguments). Returns (train_path, test_path). A folder holding anything but this tool's
+    toy_arithmetic files is refused (`recipes.files.Refused`) unless `force` (`check_out_dir`)."""
     out = Path(out_dir) if out_dir is not None else default_out_dir("toy_arithmetic")
     train, test = toy_arithmetic_pairs(n_train, n_test, seed)
+    check_out_dir(out, "toy_arithmetic", force)
     params = {"version": TOY_VERSION, "n_train": n_train, "n_test": n_test, "seed": seed}
     paths = []
     for split, pairs in (("test", test), ("train", train)):  # train last: its presence means done

@@ -7,9 +7,11 @@ writes OUT.parquet, the same rows with exactly N strings in `rephrasings`, atomi
 every question has finished; each finished question is appended at once to the JSONL cache
 (default OUT.parquet.cache.jsonl), so a rerun of the same command asks only for the rest. The API
 key is read only from the variable named by --api-key-env and is never printed or written. The
-summary goes to stdout; progress, warnings and errors to stderr. Exit status: 0 done; 1 invalid
-input, a run that could not finish, or more than --max-filled of the questions without N valid
-rephrasings (no output written); 2 a bad option; 130 Ctrl-C.
+summary goes to stdout; progress, warnings and errors to stderr. An --output or --cache that
+this tool did not write is refused (its content kept) unless --force. Exit status: 0 done; 1 a run
+that could not finish, or more than --max-filled of the questions without N valid rephrasings (no
+output written); 2 bad input (an option, an input file that breaks the schema, a refused
+--output or --cache), before any request; 130 Ctrl-C.
 
 Command (from the repository root):
 
@@ -17,6 +19,7 @@ Command (from the repository root):
         --base-url URL --model NAME [--api-key-env OPENAI_API_KEY] [--concurrency 16]
         [--max-retries 5] [--timeout-s 120] [--max-rounds 3] [--temperature 0.8] [--max-tokens T]
         [--verify 3] [--verify-max-tokens 2048] [--cache PATH] [--stall-s S] [--max-filled 0.5]
+        [--force]
 
 Modules: `prompt` (the instruction, the solve prompt, the parser), `check` (the text rules, the
 fill rule), `client` (the endpoint), `cache`, `run` (rounds, verification, the summary), `cli`.

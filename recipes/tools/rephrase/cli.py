@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from recipes.files import Refused, check_target
 from recipes.tools.data import COLUMNS, ROW_SCHEMA, DataError, read_meta, validate_parquet, write_rows
 from recipes.tools.rephrase.cache import CacheWriter, cache_key, load_cache
 from recipes.tools.rephrase.check import fill
@@ -22,6 +23,7 @@ from recipes.tools.rephrase.prompt import INSTRUCTION_VERSION
 from recipes.tools.rephrase.run import format_summary, run_requests, summarize
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+TOOL = "recipes.tools.rephrase"  # the output's metadata says it made the file
 
 
 def _positive(kind: type, minimum: float):
@@ -45,7 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
         "      --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen2.5-7B-Instruct",
     )
     p.add_argument("--input", required=True, metavar="IN.parquet", help="rows in the project's schema")
-    p.add_argument("--output", required=True, metavar="OUT.parquet", help="written atomically at the end")
+    p.add_argument(
+        "--output",
+        required=True,
+        metavar="OUT.parquet",
+        help="written atomically at the end; new, or an output of this tool (else see --force)",
+    )
     p.add_argument(
         "--rephrasings",
         "--n",
@@ -119,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--cache", metavar="PATH", help="JSONL cache (default OUT.parquet.cache.jsonl)")
     p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an --output or --cache file that this tool did not write (the input itself, "
+        "for one); without it such a file is refused",
+    )
+    p.add_argument(
         "--stall-s",
         type=_positive(float, 0.001),
         metavar="S",
@@ -172,6 +185,38 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             "--api-key-env takes the NAME of an environment variable (letters, digits, _), not a key"
         )
     return args
+
+
+def _not_an_output(path: Path) -> str | None:
+    try:
+        made_by = read_meta(path).get("tool")
+    except Exception:  # noqa: BLE001 - not a parquet file at all
+        made_by = None
+    return None if made_by == TOOL else "is not an output of this tool"
+
+
+def _not_a_cache(path: Path) -> str | None:
+    with path.open("rb") as f:
+        head = f.read(16)
+    # every line is json.dumps of a record whose first key is "key" (run._new_record); a file cut
+    # short inside its first line still starts so
+    return None if not head or head.startswith(b'{"key": ') else "is not a cache of this tool"
+
+
+def _check_paths(out: Path, cache_path: Path, force: bool) -> None:
+    """Refuse (`Refused`) an --output or a cache that this tool did not write, unless `force`;
+    with it, a cache that is not ours is removed here, so the run starts a new one."""
+    check_target(out, folder=False, foreign=_not_an_output, force=force, replaces=str(out), option="--output")
+    check_target(
+        cache_path,
+        folder=False,
+        foreign=_not_a_cache,
+        force=force,
+        replaces=str(cache_path),
+        option="--cache",
+    )
+    if force and cache_path.exists() and _not_a_cache(cache_path):
+        cache_path.unlink()
 
 
 def _read_input(src: Path) -> tuple[list[dict], list[str]] | None:
@@ -281,7 +326,7 @@ def _output(
         new["rephrasings"] = fill(work.questions[key], work.records[key]["rephrasings"][: args.n], args.n)
         out_rows.append(new)
     meta = {
-        "tool": "recipes.tools.rephrase",
+        "tool": TOOL,
         "model": args.model,
         "n": args.n,
         "instruction_version": INSTRUCTION_VERSION,
@@ -302,9 +347,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     src, out = Path(args.input), Path(args.output)
     cache_path = Path(args.cache) if args.cache else Path(str(out) + ".cache.jsonl")
     api_key = os.environ.get(args.api_key_env) or None
+    try:
+        _check_paths(out, cache_path, args.force)
+    except Refused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     read = _read_input(src)
     if read is None:
-        return 1
+        return 2
     rows, dropped = read
     if api_key is None:
         print(
