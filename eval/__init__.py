@@ -6,5 +6,5 @@
 
 Modules: `metrics` (pass@k, averages), `benchmarks` (loaders), `grading` (math and letter grading),
 `backends` (vLLM and transformers behind one interface), `results` (resumable sample store,
-summary, table), `convert`, `plot`. The commands and the table they print: docs/eval.md.
+summary, table), `convert`, `weights` (a model folder's weights against its config), `plot`. The commands and the table they print: docs/eval.md.
 """

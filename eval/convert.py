@@ -9,9 +9,13 @@ holding `global_step_N/actor/` folders; each is merged, in bf16, into `HF_ROOT/g
 (default: `hf/` beside CHECKPOINT_ROOT, never inside a checkpoint). A conversion is atomic (a
 temporary sibling folder, the stamp `.converted.json` written last, then a rename): a folder
 without the stamp is never taken for a model, and a converted step is skipped on the next run. An
-incomplete or unreadable checkpoint raises `IncompleteCheckpoint` naming what is missing; the
-command skips it and converts the other steps. Every shard is loaded tensors-only
-(`tensors_only`): a planted pickle is refused and never runs. CPU only.
+incomplete or unreadable checkpoint, a shard that is not a state dict of tensors, merged weights
+whose shapes are not the ones the model's config asks for (eval/weights.py), or a converted
+folder whose weights were damaged since, raises `IncompleteCheckpoint` naming the file and why;
+the command skips that step and converts the other steps. Every shard is loaded tensors-only
+(`tensors_only`): a planted pickle is refused and never runs. HF_ROOT holds only what eval.convert
+writes (stamped `global_step_N` folders, its temporary folders): one that holds anything else is
+refused before anything is written, so nothing of someone else's is replaced. CPU only.
 Exit status: 0 done; 1 some checkpoints incomplete (skipped); 2 bad arguments or folders.
 docs/eval.md says where things go and what is refused.
 """
@@ -20,9 +24,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import pickle
+import re
 import shutil
 import sys
 import tempfile
@@ -30,12 +36,17 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from eval.results import ResultsError, ensure_writable
+from eval.backends import progress_bars
+from eval.results import ResultsError, ensure_writable, owned_only
+from eval.weights import BadWeights, check_weights
 from recipes.checkpoints import STAMP, STEP_RE, default_hf_root, find_steps, is_converted
+
+TMP_RE = re.compile(r"^\.global_step_[0-9]+\.tmp-")  # convert's temporary folders (tempfile.mkdtemp)
 
 
 class IncompleteCheckpoint(RuntimeError):
-    """A checkpoint folder that is missing files the merger needs, or has unreadable ones."""
+    """A step that cannot be converted: a checkpoint folder missing files the merger needs, or with
+    unreadable or malformed ones, or a converted folder damaged since. The step is skipped by name."""
 
 
 class UnsafeCheckpoint(IncompleteCheckpoint):
@@ -55,7 +66,7 @@ def tensors_only():
     def load(f, *args, **kwargs):
         kwargs["weights_only"] = True
         try:
-            return real(f, *args, **kwargs)
+            shard = real(f, *args, **kwargs)
         except pickle.UnpicklingError as e:
             text = " ".join(str(e).split())
             at = text.find("GLOBAL")  # a name the weights-only loader refused to import or call
@@ -64,6 +75,16 @@ def tensors_only():
             raise UnsafeCheckpoint(
                 f"{f}: refused, it is not plain tensors and loading it could run code ({text[at:][:160]})"
             ) from None
+        # the merger indexes a shard as {parameter name: tensor}; anything else fails deep inside it
+        if not isinstance(shard, dict) or not shard:
+            what = "an empty dict" if isinstance(shard, dict) else f"a {type(shard).__name__}"
+            raise IncompleteCheckpoint(f"{f}: not a shard of parameters (a dict of tensors): it holds {what}")
+        bad = next((k for k, v in shard.items() if not isinstance(k, str) or not torch.is_tensor(v)), None)
+        if bad is not None:
+            raise IncompleteCheckpoint(
+                f"{f}: not a shard of parameters: entry {str(bad)[:80]!r} is a {type(shard[bad]).__name__}"
+            )
+        return shard
 
     torch.load = load
     try:
@@ -124,8 +145,10 @@ def check_checkpoint(step_dir: str | os.PathLike) -> Path:
     return actor
 
 
-def _merge(actor: Path, target: Path, trust_remote_code: bool) -> None:
-    """verl's FSDP merger, as `python -m verl.model_merger merge --backend fsdp` runs it."""
+def _merge(actor: Path, target: Path, trust_remote_code: bool, progress: bool = True) -> None:
+    """verl's FSDP merger, as `python -m verl.model_merger merge --backend fsdp` runs it; without
+    `progress`, its "Loading N FSDP shards" bar is not shown (transformers': progress_bars)."""
+    from verl.model_merger import fsdp_model_merger
     from verl.model_merger.base_model_merger import ModelMergerConfig
     from verl.model_merger.fsdp_model_merger import FSDPModelMerger
 
@@ -138,9 +161,14 @@ def _merge(actor: Path, target: Path, trust_remote_code: bool) -> None:
         trust_remote_code=trust_remote_code,
     )
     merger = FSDPModelMerger(config)
-    # its progress lines are logs, not our output; its shard loads, tensors only
-    with contextlib.redirect_stdout(sys.stderr), tensors_only():
-        merger.merge_and_save()
+    bar = fsdp_model_merger.tqdm
+    if not progress:
+        fsdp_model_merger.tqdm = functools.partial(bar, disable=True)
+    try:  # its progress lines are logs, not our output; its shard loads, tensors only
+        with contextlib.redirect_stdout(sys.stderr), tensors_only():
+            merger.merge_and_save()
+    finally:
+        fsdp_model_merger.tqdm = bar
     merger.cleanup()
 
 
@@ -149,6 +177,7 @@ def convert(
     target: str | os.PathLike,
     force: bool = False,
     trust_remote_code: bool = False,
+    progress: bool = True,
 ) -> tuple[Path, bool]:
     """Convert one `global_step_N` folder into the HF folder `target`, atomically (module
     docstring). Returns (target, converted now?); a stamped `target` is kept unless `force`."""
@@ -158,7 +187,12 @@ def convert(
     if step_dir in target.parents or target == step_dir:
         raise ValueError(f"HF folder {target} must not be inside the checkpoint {step_dir}")
     if is_converted(target) and not force:  # its shards may be gone (recipes/checkpoints.py)
+        try:
+            check_weights(target)
+        except BadWeights as e:  # damaged since: say so, replace it only when told (--force)
+            raise IncompleteCheckpoint(f"{e}; convert the step again with --force") from None
         return target, False
+    check_target(target)
     actor = check_checkpoint(step_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
     for stale in target.parent.glob(f".{target.name}.tmp-*"):
@@ -167,10 +201,15 @@ def convert(
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
         try:
-            _merge(actor, tmp, trust_remote_code)
-        except UnsafeCheckpoint:
+            _merge(actor, tmp, trust_remote_code, progress)
+            check_weights(tmp)  # the merger writes whatever shapes the shards hold
+        except IncompleteCheckpoint:
             raise
-        except (RuntimeError, OSError, EOFError, ValueError, pickle.UnpicklingError) as e:
+        except BadWeights as e:
+            raise IncompleteCheckpoint(
+                f"{step_dir}: its weights do not fit its model's config ({str(e).split(': ', 1)[-1]})"
+            ) from None
+        except Exception as e:  # noqa: BLE001 - malformed files fail anywhere inside the merger
             # a truncated shard or config.json: refuse this step by name, keep the others going
             reason = (str(e).strip().splitlines() or [""])[0][:200]
             raise IncompleteCheckpoint(
@@ -185,7 +224,7 @@ def convert(
             "seconds": round(time.perf_counter() - t0, 2),
         }
         (tmp / STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
-        if target.exists():  # an unstamped leftover, or --force
+        if target.exists():  # an empty folder (check_target), or ours under --force
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-old-", dir=target.parent))
             os.rename(target, old / "x")
             os.rename(tmp, target)
@@ -197,6 +236,32 @@ def convert(
     return target, True
 
 
+def ours(entry: Path) -> bool:
+    """Whether an entry of an HF root is eval.convert's: a stamped or empty `global_step_N` folder,
+    or a temporary folder of a conversion."""
+    if TMP_RE.match(entry.name):
+        return True
+    if not (STEP_RE.match(entry.name) and entry.is_dir()):
+        return False
+    return is_converted(entry) or not any(entry.iterdir())
+
+
+def check_target(target: Path) -> None:
+    """ValueError in one sentence when `target` is a file, or a folder with content and no stamp:
+    someone else's, which a conversion would replace."""
+    if target.exists() and not ours(target):
+        raise ValueError(
+            f"{target} exists and was not written by eval.convert (no {STAMP}): move it away or give "
+            "another --hf-root"
+        )
+
+
+def check_hf_root(hf_root: Path) -> None:
+    """ResultsError in one sentence unless `hf_root` is new, empty or holds only eval.convert's
+    folders (`ours`)."""
+    owned_only(hf_root, ours, "--hf-root", "eval.convert")
+
+
 def int_list(text: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
@@ -204,8 +269,18 @@ def int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
 def add_selection_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--every", type=int, help="only steps divisible by K")
+    p.add_argument("--every", type=positive_int, help="only steps divisible by K")
     p.add_argument("--steps", type=int_list, help="only these steps, e.g. 20,40,2720")
     p.add_argument("--hf-root", help="where converted models go (default: hf/ beside CHECKPOINT_ROOT)")
     p.add_argument("--trust-remote-code", action="store_true", help="passed to verl's merger")
@@ -249,10 +324,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("checkpoint", help="CHECKPOINT_ROOT (holding global_step_N/), or one global_step_N folder")
     add_selection_arguments(p)
     p.add_argument("--force", action="store_true", help="convert again even if already converted")
+    p.add_argument(
+        "--no-progress", action="store_true", help="no progress bars (verl's merger, transformers')"
+    )
     args = p.parse_args(argv)
     try:
         root, steps, hf_root = _locate(Path(args.checkpoint), args.hf_root)
         chosen = select_steps(list(steps), args.every, args.steps)
+        check_hf_root(hf_root)
         ensure_writable(hf_root, "converted models")
     except (OSError, ValueError, ResultsError) as e:  # StepFolderError is a ValueError
         print(f"error: {e}", file=sys.stderr)
@@ -260,13 +339,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = 0
     for k, step in enumerate(chosen, 1):
         try:
-            target, done_now = convert(
-                steps[step], hf_root / f"global_step_{step}", args.force, args.trust_remote_code
-            )
+            with progress_bars(not args.no_progress):
+                target, done_now = convert(
+                    steps[step],
+                    hf_root / f"global_step_{step}",
+                    args.force,
+                    args.trust_remote_code,
+                    progress=not args.no_progress,
+                )
         except IncompleteCheckpoint as e:
             print(f"[convert] step {step} ({k}/{len(chosen)}): skipped: {e}", file=sys.stderr)
             failed += 1
             continue
+        except ValueError as e:  # someone else's folder where the model would go (check_target)
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         print(
             f"[convert] step {step} ({k}/{len(chosen)}): {'converted' if done_now else 'already converted'} -> {target}",
             flush=True,

@@ -14,8 +14,10 @@ TensorBoard and wandb logs when it has them. Done work is not redone (resume as 
 the end it prints the table and the best step by each average. --watch follows a run still
 training until --until-step, or --idle-exit-s seconds without a new checkpoint. Defaults: HF_ROOT =
 hf/ and RESULTS_ROOT = eval/ beside CHECKPOINT_ROOT, never inside a checkpoint or model folder.
-Exit status: 0 all selected steps evaluated; 1 some checkpoints were incomplete (skipped); 2 bad
-settings or a failed evaluation. docs/eval.md has the outputs, the resume rules and the settings.
+RESULTS_ROOT and HF_ROOT hold only what eval.iterate and eval.convert write; one holding anything
+else is refused before anything is written. Exit status: 0 all selected steps evaluated; 1 some
+checkpoints were incomplete, malformed or damaged (skipped by name); 2 bad settings or a failed
+evaluation. docs/eval.md has the outputs, the resume rules and the settings.
 """
 
 from __future__ import annotations
@@ -31,21 +33,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eval import benchmarks as bm
+from eval.backends import progress_bars
 from eval.convert import (
     IncompleteCheckpoint,
     add_selection_arguments,
+    check_hf_root,
     convert,
     outside,
     resolve,
     select_steps,
 )
 from eval.plot import AVERAGES, plot_steps, run_name
-from eval.results import ResultsError, atomic_write_json, ensure_writable, pct
-from eval.run import EvalError, add_eval_arguments, eval_kwargs, evaluate, summary_settings
+from eval.results import ResultsError, atomic_write_json, ensure_writable, owned_only, pct, temporary_of
+from eval.run import (
+    EvalError,
+    add_eval_arguments,
+    eval_kwargs,
+    evaluate,
+    int_in,
+    number_in,
+    summary_settings,
+)
 from recipes.checkpoints import STEP_RE, StepFolderError, default_hf_root, find_steps, latest_step
 from recipes.files import atomic_write_text
 
 PLOT = "accuracy_vs_step.png"
+RUN_FILES = ("steps.md", "steps.json", PLOT)  # RESULTS_ROOT's own files, beside global_step_N/
 
 
 def default_results_root(checkpoint_root: str | Path) -> Path:
@@ -275,14 +288,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="results per step, table and plot (default: eval/ beside it; --results-root: its old name)",
     )
     p.add_argument("--watch", action="store_true", help="keep polling for new checkpoints of a live run")
-    p.add_argument("--poll-s", type=float, default=300.0, help="--watch: seconds between polls (default 300)")
+    p.add_argument(
+        "--poll-s",
+        type=number_in(0.1),  # 0 was a busy loop
+        default=300.0,
+        help="--watch: seconds between polls, at least 0.1 (default 300)",
+    )
     p.add_argument(
         "--idle-exit-s",
-        type=float,
+        type=number_in(0),
         default=7200.0,
         help="--watch: stop after this long without a new checkpoint (default 7200)",
     )
-    p.add_argument("--until-step", type=int, help="--watch: stop once this step is evaluated")
+    p.add_argument("--until-step", type=int_in(0), help="--watch: stop once this step is evaluated")
     p.add_argument(
         "--tensorboard",
         default="auto",
@@ -345,10 +363,38 @@ def check_settings(args: argparse.Namespace, targets: Targets) -> dict:
         raise EvalError("give either --every or --steps, not both")
     outside(targets.hf_root, root, "--hf-root")
     outside(targets.results_root, root, "--out")
+    if targets.hf_root == targets.results_root:
+        raise EvalError(
+            f"--hf-root and --out are both {targets.hf_root}: models and results go to separate folders"
+        )
+    if targets.tensorboard is not None and targets.tensorboard.exists() and not targets.tensorboard.is_dir():
+        raise EvalError(f"--tensorboard {targets.tensorboard} is a file, not a folder")
     find_steps(root)  # two folders for one step, a step link that leads nowhere: say so now
+    check_hf_root(targets.hf_root)
+    check_results_root(targets.results_root, root)
     ensure_writable(targets.hf_root, "converted models")
     ensure_writable(targets.results_root, "results")
     return kwargs
+
+
+def check_results_root(results_root: Path, root: Path) -> None:
+    """RESULTS_ROOT is new, empty, or this run's (its files, global_step_N/ folders, and a steps.json
+    of this checkpoint root); ResultsError in one sentence otherwise: its table would be replaced."""
+
+    def ours(p: Path) -> bool:
+        if STEP_RE.match(p.name):
+            return p.is_dir()
+        return (p.name in RUN_FILES and p.is_file()) or temporary_of(p, RUN_FILES)
+
+    owned_only(results_root, ours, "--out", "eval.iterate")
+    try:
+        theirs = json.loads((results_root / "steps.json").read_text())["checkpoint_root"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if theirs != str(root):
+        raise ResultsError(
+            f"--out {results_root} holds the results of the checkpoints in {theirs}, not {root}: give another --out"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -426,12 +472,16 @@ def convert_step(
     at: str,
     latest: int | None,
 ) -> tuple[Path, bool] | None:
-    """(model folder, whether it was converted now), or None for an incomplete checkpoint (reported
-    once; without --watch it is not tried again)."""
+    """(model folder, whether it was converted now), or None for a step that cannot be converted
+    (reported once, by name; without --watch it is not tried again)."""
     try:
-        model, converted = convert(
-            checkpoint, targets.hf_root / f"global_step_{step}", trust_remote_code=args.trust_remote_code
-        )
+        with progress_bars(not args.no_progress):  # transformers' "Writing model shards"
+            model, converted = convert(
+                checkpoint,
+                targets.hf_root / f"global_step_{step}",
+                trust_remote_code=args.trust_remote_code,
+                progress=not args.no_progress,
+            )
     except IncompleteCheckpoint as e:
         if args.watch and latest is None:
             return None  # no tracker: maybe still being written
@@ -441,6 +491,8 @@ def convert_step(
         if not args.watch:
             progress.handled.add(step)
         return None
+    except ValueError as e:  # someone else's folder where the model would go (convert.check_target)
+        raise IterateError(str(e)) from e
     progress.failed.pop(step, None)
     return model, converted
 

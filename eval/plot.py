@@ -3,9 +3,10 @@ run (eval.iterate writes it) or several overlaid (`python -m eval.plot RESULTS..
 
 Each point is a step's mean accuracy over its runs (greedy avg@R, or mean@n when sampling), with
 an error bar of one standard deviation over those runs. Written atomically (temporary file, then
-rename). matplotlib with the non-interactive Agg backend (no display needed). matplotlib's font
-cache and config folder go to a temporary folder removed at exit (unless MPLCONFIGDIR is set), not
-to ~/.cache/matplotlib and ~/.config/matplotlib.
+rename), marked as eval.plot's in its PNG text (`made_here`): the command replaces only such a
+file, never one it did not write. matplotlib with the non-interactive Agg backend (no display
+needed). matplotlib's font cache and config folder go to a temporary folder removed at exit
+(unless MPLCONFIGDIR is set), not to ~/.cache/matplotlib and ~/.config/matplotlib.
 """
 
 from __future__ import annotations
@@ -15,29 +16,14 @@ import json
 import math
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from recipes.checkpoints import MAX_STEP
-from recipes.files import atomic_write
+from recipes.files import atomic_write, matplotlib_dir, png_text
 
 AVERAGES = ("per-benchmark average", "per-question average")
-
-
-def _matplotlib_dir() -> None:
-    """Point MPLCONFIGDIR at a temporary folder removed at exit, unless it is set or matplotlib was
-    imported already (it reads the variable on import)."""
-    import sys
-
-    if "MPLCONFIGDIR" in os.environ or "matplotlib" in sys.modules:
-        return
-    import atexit
-    import shutil
-
-    root = tempfile.mkdtemp(prefix="eval-matplotlib-")
-    os.environ["MPLCONFIGDIR"] = root
-    atexit.register(shutil.rmtree, root, ignore_errors=True)
+SOFTWARE = "eval.plot (verl_math_recipes)"  # the PNG's Software text: how `made_here` knows its own
 
 
 def plot_steps(rows: list[dict], path: str | os.PathLike, title: str = "") -> Path:
@@ -53,7 +39,9 @@ def plot_runs(runs: dict[str, list[dict]], path: str | os.PathLike, title: str =
     import matplotlib.pyplot as plt
 
     try:
-        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120), suffix=".png")
+        atomic_write(
+            path, lambda tmp: fig.savefig(tmp, dpi=120, metadata={"Software": SOFTWARE}), suffix=".png"
+        )
     finally:
         plt.close(fig)
     return path
@@ -61,7 +49,7 @@ def plot_runs(runs: dict[str, list[dict]], path: str | os.PathLike, title: str =
 
 def figure(runs: dict[str, list[dict]], title: str = ""):
     """The matplotlib figure plot_runs saves."""
-    _matplotlib_dir()
+    matplotlib_dir()
     import matplotlib
 
     matplotlib.use("Agg")
@@ -112,6 +100,11 @@ def figure(runs: dict[str, list[dict]], title: str = ""):
     return fig
 
 
+def made_here(path: str | os.PathLike) -> bool:
+    """Whether `path` is a PNG this module wrote (its tEXt chunk `Software` is SOFTWARE)."""
+    return png_text(path).get("Software") == SOFTWARE
+
+
 def load_rows(results: str | os.PathLike) -> list[dict]:
     """The rows of an eval.iterate results folder (or its steps.json) in plot_runs's form; a
     ValueError in one sentence when it is not that (no rows, a field of the wrong type, a number
@@ -153,7 +146,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "results", nargs="+", help="eval.iterate results folders (holding steps.json), or steps.json files"
     )
     p.add_argument("--labels", help="comma-separated run names (default: each run's folder name)")
-    p.add_argument("--out", required=True, help="the PNG to write")
+    p.add_argument(
+        "--out", required=True, help="the PNG to write (new, or one eval.plot wrote: it is replaced)"
+    )
     p.add_argument("--title", default="", help="figure title")
     args = p.parse_args(argv)
     labels = args.labels.split(",") if args.labels else [run_name(r) for r in args.results]
@@ -163,6 +158,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs = {label: load_rows(r) for label, r in zip(labels, args.results, strict=True)}
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    if out.is_dir() or (out.exists() and not made_here(out)):
+        what = "a folder" if out.is_dir() else "a file eval.plot did not write"
+        print(f"error: --out {out} is {what}: give a new file name", file=sys.stderr)
         return 2
     try:
         print(f"wrote {plot_runs(runs, args.out, args.title)}")

@@ -11,6 +11,12 @@ A sample line: benchmark, question_id, repeat (the greedy run, or the sample's i
 sampling), prompt_sha (hash of the prompt's token ids), response, pred (extracted answer), correct,
 status (grader status), tokens (generated tokens), finish (stop | length), answer (ground truth).
 
+Ownership. A folder that holds anything else (`owned_only`: a name this tool does not write, or a
+`config.json` that is not one of these settings) is refused, never written into: a results folder
+is new, empty or one of ours. `config.json` is written with the first samples, so a run that fails
+before it generated one leaves nothing that would refuse the corrected command; a `config.json`
+beside no sample (left by an older version) is replaced.
+
 Writes. `summary.json`, `table.md` and `config.json` are written to a temporary file in the same
 folder, fsync'ed and renamed over the old one: a reader sees the old file or the new one, never a
 part. Samples are appended a chunk at a time (one `write` of whole lines, then fsync), so a killed
@@ -27,7 +33,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from recipes.files import atomic_write_text
@@ -78,11 +84,59 @@ def prompt_sha(ids: Sequence[int]) -> str:
     return hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()[:16]
 
 
-def check_config(out: Path, config: dict) -> None:
-    """Write `config` to OUT/config.json, or check it equals the one already there."""
+def owned_only(folder: str | os.PathLike, ours: Callable[[Path], bool], flag: str, tool: str) -> None:
+    """ResultsError in one sentence when `folder` is a file, or a folder holding an entry `ours`
+    rejects (what `tool` did not write: writing there could replace it); new and empty ones pass."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ResultsError(f"{flag} {folder} is a file, not a folder: give a new or empty folder")
+    try:
+        foreign = sorted(p.name for p in folder.iterdir() if not ours(p)) if folder.is_dir() else []
+    except OSError as e:
+        raise ResultsError(f"cannot read {flag} {folder}: {e.strerror or e}") from None
+    if foreign:
+        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        raise ResultsError(
+            f"{flag} {folder} holds what {tool} did not write ({', '.join(foreign[:3])}{more}): "
+            "give a new or empty folder"
+        )
+
+
+def temporary_of(path: Path, names: Iterable[str]) -> bool:
+    """Whether `path` is atomic_write's temporary file of one of `names` (left by a kill)."""
+    return any(path.name.startswith(f".{n}.") for n in names)
+
+
+def sample_settings_in(path: Path) -> dict | None:
+    """OUT/config.json's settings, or None when the file is not eval.run's (not JSON, no model)."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeError, ValueError):
+        return None
+    return config if isinstance(config, dict) and {"model", "template", "decoding"} <= set(config) else None
+
+
+def check_results_folder(out: Path) -> None:
+    """`out` is new, empty, or an eval.run results folder (module docstring); ResultsError otherwise."""
+    names = (CONFIG, SAMPLES, SUMMARY, TABLE, RUNS)
+
+    def ours(p: Path) -> bool:
+        if p.name == CONFIG:
+            return sample_settings_in(p) is not None
+        return (p.name in names and p.is_file()) or temporary_of(p, names)
+
+    owned_only(out, ours, "--out", "eval.run")
+
+
+def check_config(out: Path, config: dict, has_samples: bool) -> None:
+    """Check `config` equals OUT/config.json when OUT holds samples (write_config writes it)."""
     path = out / CONFIG
-    if path.exists():
-        old = json.loads(path.read_text(encoding="utf-8"))
+    if has_samples:
+        old = sample_settings_in(path)
+        if old is None:
+            raise ResultsError(
+                f"{out} holds samples but no {CONFIG} saying what settings made them; choose another --out"
+            )
         diff = {
             k: (old.get(k), config.get(k))
             for k in sorted(set(old) | set(config))
@@ -94,15 +148,21 @@ def check_config(out: Path, config: dict) -> None:
                 f"{out} holds samples made with other settings:\n  {lines}\n"
                 "Rerun with the same settings to resume, or choose another --out."
             )
-        return
-    atomic_write_json(path, config)
+
+
+def write_config(out: Path, config: dict) -> None:
+    """OUT/config.json, written before the first sample (check_config compares it from then on)."""
+    path = out / CONFIG
+    if sample_settings_in(path) != config:
+        atomic_write_json(path, config)
 
 
 class SampleStore:
     """The samples of one results folder, keyed by (benchmark, question_id, repeat)."""
 
-    def __init__(self, out: Path):
+    def __init__(self, out: Path, config: dict | None = None):
         self.path = Path(out) / SAMPLES
+        self.config = config  # written to OUT/config.json before the first sample (write_config)
         self.records: dict[Key, dict] = {}
         self.repaired = 0  # bytes of a partial last line cut off on open
         if self.path.exists():
@@ -159,6 +219,9 @@ class SampleStore:
             return
         blob = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records).encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.config is not None:
+            write_config(self.path.parent, self.config)
+            self.config = None
         with open(self.path, "ab") as f:
             f.write(blob)
             f.flush()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -27,7 +28,7 @@ from typing import Any
 
 from eval import benchmarks as bm
 from eval import metrics
-from eval.backends import BACKENDS, Backend, Decoding, make_backend
+from eval.backends import BACKENDS, Backend, Decoding, make_backend, progress_bars
 from eval.convert import int_list
 from eval.grading import grade_responses
 from eval.results import (
@@ -39,12 +40,18 @@ from eval.results import (
     atomic_write_json,
     atomic_write_text,
     check_config,
+    check_results_folder,
     ensure_writable,
     format_table,
     prompt_sha,
 )
+from eval.weights import BadWeights, check_weights
 
 TEMPLATES_EXTRA = ("none", "raw")  # besides the 13 of prompt_templates
+
+
+MAX_RUNS = 1024  # greedy repeats or samples per question: a bound on what one request may ask
+DTYPES = ("auto", "float32", "float16", "bfloat16", "float", "half")  # what both backends take
 
 
 class EvalError(ValueError):
@@ -104,6 +111,45 @@ def byte_size(text: str) -> int:
     return size
 
 
+def int_in(low: int, high: int | None = None):
+    """An argparse type: an integer in low..high (high None: no bound)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            span = f"at least {low:,}" if high is None else f"from {low:,} to {high:,}"
+            raise argparse.ArgumentTypeError(f"must be {span}, got {text}")
+        return value
+
+    return parse
+
+
+def number_in(low: float, high: float | None = None, *, above: bool = False):
+    """An argparse type: a finite number >= low (> low with `above`), <= high when given."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if (
+            not math.isfinite(value)
+            or value < low
+            or (above and value == low)
+            or (high is not None and value > high)
+        ):
+            span = f"{'above' if above else 'at least'} {low:g}" + (
+                f" and at most {high:g}" if high is not None else ""
+            )
+            raise argparse.ArgumentTypeError(f"must be a finite number {span}, got {text}")
+        return value
+
+    return parse
+
+
 def _chunks(items: list, size: int | None):
     size = size or max(1, len(items))
     for i in range(0, len(items), size):
@@ -149,7 +195,7 @@ class EvalRequest:
             benchmarks=list(dict.fromkeys(self.benchmarks)),
             decoding=decoding,
             backend=self.backend or default_backend(),
-            runs=self.runs or (5 if decoding.mode == "greedy" else 32),
+            runs=self.runs if self.runs is not None else (5 if decoding.mode == "greedy" else 32),
             ks=sorted(set(self.ks)),
         )
 
@@ -183,15 +229,16 @@ def run_request(request: EvalRequest) -> dict:
     """Check the request, plan what `out` still lacks, generate it, write and return the summary."""
     req = request.resolved()
     validate(req)
-    plan = plan_samples(req)
-    total, todo = len(plan.missing) * req.runs, plan.todo
-    if not req.quiet:
-        print(
-            f"[eval] {req.model} -> {req.out}: {total - todo} of {total} samples done, {todo} to generate",
-            flush=True,
-        )
-    started = time.time()
-    generated = generate_missing(req, plan) if todo else 0
+    with progress_bars(req.progress, hub=req.data_dir is None):
+        plan = plan_samples(req)
+        total, todo = len(plan.missing) * req.runs, plan.todo
+        if not req.quiet:
+            print(
+                f"[eval] {req.model} -> {req.out}: {total - todo} of {total} samples done, {todo} to generate",
+                flush=True,
+            )
+        started = time.time()
+        generated = generate_missing(req, plan) if todo else 0
     return write_summary(req, plan, started=started, generated=generated, skipped=total - todo)
 
 
@@ -206,6 +253,20 @@ def validate(req: EvalRequest) -> None:
         )
     if out == model_path or model_path in out.parents:
         raise EvalError(f"--out {out} is inside the model folder {model_path}: results go elsewhere")
+    if not req.benchmarks:
+        raise EvalError("--benchmarks names no benchmark")
+    # the command line's argparse types check these too; here for callers of evaluate()
+    for name, value, high in (
+        ("runs (--repeats, --n)", req.runs, MAX_RUNS),
+        ("limit (--limit)", req.limit, None),
+        ("batch_size (--batch-size)", req.batch_size, None),
+        ("chunk_size (--chunk-size)", req.chunk_size, None),
+    ):
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if value is not None and not (whole and 1 <= value <= (high or value)):
+            raise EvalError(
+                f"{name} must be a whole number from 1{f' to {high:,}' if high else ''}, got {value!r}"
+            )
     check_template(req.template)
     if req.grading not in ("boxed", "lenient"):
         raise EvalError(f"grading must be boxed or lenient, got {req.grading!r}")
@@ -215,16 +276,24 @@ def validate(req: EvalRequest) -> None:
         raise EvalError(f"every k must be in 1..{req.runs} (samples per question), got {req.ks}")
     if req.backend not in BACKENDS:
         raise EvalError(f"unknown backend {req.backend!r}; choose from {BACKENDS}")
+    try:  # a cut-short file or a tensor of the wrong shape: before anything is loaded or written
+        check_weights(model_path)
+    except BadWeights as e:
+        raise EvalError(f"--model {e}") from None
 
 
 def plan_samples(req: EvalRequest) -> SamplePlan:
-    """Load the benchmarks (before any model: a bad name fails fast), open OUT's sample store (its
+    """Load the benchmarks and tokenize their prompts (before any model, and before OUT is made: a
+    bad name or a prompt too long fails fast), check OUT is new or ours, open its sample store (its
     settings must match), and list the samples it lacks."""
     benches = [bm.load(name, req.data_dir, req.limit) for name in req.benchmarks]
+    prompts = encode_prompts(req, benches)
+    check_results_folder(req.out)
     ensure_writable(req.out, "results")
-    check_config(req.out, sample_settings(req.model, req.template, req.decoding, req.grading, req.backend))
-    store = SampleStore(req.out)
-    prompts = encode_prompts(req, benches, store)
+    settings = sample_settings(req.model, req.template, req.decoding, req.grading, req.backend)
+    store = SampleStore(req.out, settings)
+    check_config(req.out, settings, has_samples=bool(store.records))
+    check_prompts(store, prompts, req.runs)
     missing = {
         (b.name, q.id): [r for r in range(req.runs) if (b.name, q.id, r) not in store]
         for b in benches
@@ -233,27 +302,42 @@ def plan_samples(req: EvalRequest) -> SamplePlan:
     return SamplePlan(benches, store, prompts, missing)
 
 
-def encode_prompts(req: EvalRequest, benches: list[bm.Benchmark], store: SampleStore) -> dict:
-    """(benchmark, question id) -> prompt token ids. A stored sample made from another prompt (the
-    data, template or tokenizer changed) is an error: resuming would mix two evaluations."""
+def encode_prompts(req: EvalRequest, benches: list[bm.Benchmark]) -> dict:
+    """(benchmark, question id) -> prompt token ids. A prompt that leaves no room for an answer in
+    --max-model-len is refused by name, before any model is loaded: skipping it would score the
+    benchmark on other questions than the papers (and than the other checkpoints)."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(req.model))
     prompts: dict[tuple[str, str], list[int]] = {}
+    limit = req.decoding.max_model_len
     for b in benches:
         for q in b.questions:
             ids = tokenizer.encode(
                 render_prompt(req.template, q.problem, tokenizer), add_special_tokens=False
             )
+            if len(ids) >= limit:
+                raise EvalError(
+                    f"benchmark {b.name}, question {q.id} ({b.source}): its prompt is {len(ids):,} tokens, "
+                    f"leaving no room for an answer in --max-model-len {limit:,}; raise --max-model-len or "
+                    "leave the question out"
+                )
             prompts[(b.name, q.id)] = ids
-            for r in range(req.runs):
-                rec = store.get((b.name, q.id, r))
-                if rec is not None and rec["prompt_sha"] != prompt_sha(ids):
-                    raise ResultsError(
-                        f"{store.path}: {b.name} question {q.id} repeat {r} was generated from another prompt "
-                        "(the data, template or tokenizer changed); choose another --out"
-                    )
     return prompts
+
+
+def check_prompts(store: SampleStore, prompts: dict, runs: int) -> None:
+    """A stored sample made from another prompt (the data, template or tokenizer changed) is an
+    error: resuming would mix two evaluations."""
+    for (bench, qid), ids in prompts.items():
+        sha = prompt_sha(ids)
+        for r in range(runs):
+            rec = store.get((bench, qid, r))
+            if rec is not None and rec["prompt_sha"] != sha:
+                raise ResultsError(
+                    f"{store.path}: {bench} question {qid} repeat {r} was generated from another prompt "
+                    "(the data, template or tokenizer changed); choose another --out"
+                )
 
 
 def work_passes(missing: dict, mode: str, runs: int) -> list[list[tuple[tuple[str, str], list[int]]]]:
@@ -282,6 +366,7 @@ def generate_missing(req: EvalRequest, plan: SamplePlan) -> int:
         gpu_memory_utilization=req.gpu_memory_utilization,
         kv_cache_memory_bytes=req.kv_cache_memory_bytes,
         max_num_batched_tokens=req.max_num_batched_tokens,
+        progress=req.progress,
     )
     if not req.quiet:
         print(f"[eval] backend {req.backend} loaded in {time.time() - loading:.1f} s", flush=True)
@@ -436,7 +521,7 @@ def summarize(store: SampleStore, benches: list, settings: dict) -> dict:
         if done:
             entry["mean_tokens"] = sum(r["tokens"] for r in done) / len(done)
             entry["truncated"] = sum(r["finish"] == "length" for r in done) / len(done)
-            entry["no_answer"] = sum(r["status"] == "no_answer" for r in done) / len(done)
+            entry["no_answer"] = sum(r["status"] in ("no_answer", "box_too_long") for r in done) / len(done)
         per_bench[b.name] = entry
         if complete:
             correct[b.name] = {
@@ -471,7 +556,9 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
         help=f"comma-separated names (default: the prompt-augmentation paper's five). Known: {', '.join(bm.SPECS)}",
     )
     g.add_argument("--data-dir", help="read DIR/<name>.jsonl instead of the HF hub (fields problem, answer)")
-    g.add_argument("--limit", type=int, help="only the first N questions of each benchmark (quick checks)")
+    g.add_argument(
+        "--limit", type=int_in(1), help="only the first N questions of each benchmark (quick checks)"
+    )
     g = p.add_argument_group("prompt and decoding")
     g.add_argument(
         "--template",
@@ -486,14 +573,26 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
         help="greedy: temperature 0, --repeats runs averaged (avg@R); sample: --n samples per question at "
         "--temperature/--top-p, pass@k (default greedy)",
     )
-    g.add_argument("--repeats", type=int, help="greedy: runs averaged, avg@R (default 5, the papers' avg@5)")
-    g.add_argument("--n", type=int, help="sample: samples per question (default 32, TA-GRPO's largest k)")
+    g.add_argument(
+        "--repeats",
+        type=int_in(1, MAX_RUNS),
+        help=f"greedy: runs averaged, avg@R (default 5, the papers' avg@5; at most {MAX_RUNS})",
+    )
+    g.add_argument(
+        "--n",
+        type=int_in(1, MAX_RUNS),
+        help=f"sample: samples per question (default 32, TA-GRPO's largest k; at most {MAX_RUNS})",
+    )
     g.add_argument("--k", type=int_list, help="sample: pass@k for these k (default 1,2,4,...,n)")
-    g.add_argument("--temperature", type=float, default=0.6, help="sample: temperature (default 0.6)")
-    g.add_argument("--top-p", type=float, default=0.95, help="sample: nucleus top-p (default 0.95)")
-    g.add_argument("--max-new-tokens", type=int, default=3000, help="default 3000 (the paper's)")
-    g.add_argument("--max-model-len", type=int, default=4096, help="prompt + response tokens (default 4096)")
-    g.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    g.add_argument("--temperature", type=number_in(0), default=0.6, help="sample: temperature (default 0.6)")
+    g.add_argument(
+        "--top-p", type=number_in(0, 1, above=True), default=0.95, help="sample: nucleus top-p (default 0.95)"
+    )
+    g.add_argument("--max-new-tokens", type=int_in(1), default=3000, help="default 3000 (the paper's)")
+    g.add_argument(
+        "--max-model-len", type=int_in(2), default=4096, help="prompt + response tokens (default 4096)"
+    )
+    g.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, help="sampling seed (default 0)")
     g.add_argument(
         "--grading", choices=("boxed", "lenient"), default="boxed", help="answer extraction (default boxed)"
     )
@@ -503,18 +602,20 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
         choices=BACKENDS,
         help="default: vllm where it can run (vLLM's CPU build, or vLLM and a GPU), else hf",
     )
-    g.add_argument("--batch-size", type=int, default=8, help="hf: prompts per generate call (default 8)")
+    g.add_argument(
+        "--batch-size", type=int_in(1), default=8, help="hf: prompts per generate call (default 8)"
+    )
     g.add_argument(
         "--chunk-size",
-        type=int,
+        type=int_in(1),
         help="prompts per generate call and per write to samples.jsonl (default: hf its batch size, vllm all "
         "prompts of a repeat); smaller loses less work to an interruption",
     )
-    g.add_argument("--dtype", help="model dtype (default: hf float32, vllm auto)")
-    g.add_argument("--tensor-parallel-size", type=int, default=1, help="vllm: GPUs per engine")
+    g.add_argument("--dtype", choices=DTYPES, help="model dtype (default: hf float32, vllm auto)")
+    g.add_argument("--tensor-parallel-size", type=int_in(1), default=1, help="vllm: GPUs per engine")
     g.add_argument(
         "--gpu-memory-utilization",
-        type=float,
+        type=number_in(0, 1, above=True),
         default=0.9,
         help="vllm on a GPU: share of GPU memory (default 0.9); unused on a CPU",
     )
@@ -527,31 +628,35 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--max-num-batched-tokens",
-        type=int,
+        type=int_in(1),
         help="vllm: tokens per engine step (default: 1024 on a CPU, where the engine warms up on a batch "
         "this large; vLLM's own on a GPU)",
     )
-    g.add_argument("--no-progress", action="store_true", help="no progress bars")
+    g.add_argument("--no-progress", action="store_true", help="no progress bars (loading nor generating)")
 
 
 def eval_kwargs(args: argparse.Namespace) -> dict:
-    """`evaluate` keyword arguments from parsed `add_eval_arguments` options."""
-    decoding = Decoding(
-        mode=args.decoding,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        max_new_tokens=args.max_new_tokens,
-        max_model_len=args.max_model_len,
-        seed=args.seed,
-    )
+    """`evaluate` keyword arguments from parsed `add_eval_arguments` options (each option's range is
+    its argparse type's; what depends on two options is checked here, EvalError in one sentence)."""
+    try:
+        decoding = Decoding(
+            mode=args.decoding,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            max_new_tokens=args.max_new_tokens,
+            max_model_len=args.max_model_len,
+            seed=args.seed,
+        )
+    except ValueError as e:
+        raise EvalError(str(e)) from None
     if args.decoding == "greedy":
-        if args.n or args.k:
+        if args.n is not None or args.k is not None:
             raise EvalError("--n and --k are for --decoding sample; greedy takes --repeats")
-        runs, ks = args.repeats or 5, []
+        runs, ks = 5 if args.repeats is None else args.repeats, []
     else:
-        if args.repeats:
+        if args.repeats is not None:
             raise EvalError("--repeats is for greedy decoding; sampling takes --n")
-        runs = args.n or 32
+        runs = 32 if args.n is None else args.n
         ks = args.k or [k for k in (1, 2, 4, 8, 16, 32, 64, 128, 256) if k <= runs]
     return dict(
         benchmarks=[b.strip() for b in args.benchmarks.split(",") if b.strip()],

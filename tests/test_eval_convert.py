@@ -63,7 +63,7 @@ def test_merged_weights_equal_the_checkpoint_in_bf16(tiny, tmp_path, world_size)
     assert list(target.parent.iterdir()) == [target]  # no temporary folder left
 
 
-def test_converted_is_skipped_and_leftovers_are_replaced(tiny, tmp_path):
+def test_converted_is_skipped_leftovers_are_replaced_and_a_folder_not_ours_is_kept(tiny, tmp_path):
     step = tmp_path / "ckpt" / "global_step_1"
     write_checkpoint(tiny, step)
     target = tmp_path / "hf" / "global_step_1"
@@ -71,13 +71,19 @@ def test_converted_is_skipped_and_leftovers_are_replaced(tiny, tmp_path):
     mtime = (target / "model.safetensors").stat().st_mtime_ns
     assert cv.convert(step, target) == (target.resolve(), False)
     assert (target / "model.safetensors").stat().st_mtime_ns == mtime
-    # a killed conversion's temporary folder, and a target without the stamp, are not models
+    # a killed conversion's temporary folder is removed; an empty target folder is filled
     (tmp_path / "hf" / ".global_step_1.tmp-dead").mkdir()
-    (target / cv.STAMP).unlink()
-    (target / "model.safetensors").write_bytes(b"half")
+    shutil.rmtree(target)
+    target.mkdir()
     assert cv.convert(step, target) == (target.resolve(), True)
     assert cv.is_converted(target) and (target / "model.safetensors").stat().st_size > 1000
     assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == ["global_step_1"]
+    # a target with content and no stamp is someone else's: refused, not replaced (it was deleted)
+    (target / cv.STAMP).unlink()
+    (target / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match=r"global_step_1 exists and was not written by eval.convert"):
+        cv.convert(step, target)
+    assert (target / "notes.txt").read_text() == "mine"
 
 
 def test_a_failed_merge_leaves_nothing(tiny, tmp_path):
@@ -362,3 +368,71 @@ def test_an_hf_root_inside_the_checkpoint_folder_is_refused_before_anything_is_w
         and list((root / "global_step_1").iterdir()) == []
     )
     assert not (tmp_path / "hf").exists() and not (tmp_path / "eval").exists()
+
+
+# ------------------------------------------------ a malformed step is skipped by name, the others go on
+def test_a_shard_that_is_a_list_a_string_or_of_the_wrong_shape_and_a_damaged_model_skip_their_step_by_name(
+    tiny, tmp_path, capsys
+):
+    """Each stopped eval.convert with a traceback (a list or a string shard), or was converted and
+    stamped (a tensor of the wrong shape), or was "already converted" (a stamped model whose
+    model.safetensors was cut short since). Now each is one line naming its file and why, and the
+    good step converts."""
+    root = tmp_path / "checkpoints"
+    for step in (1, 2, 3, 4, 5):
+        write_checkpoint(tiny, root / f"global_step_{step}")
+    shard = "actor/model_world_size_1_rank_0.pt"
+    torch.save([1, 2], root / "global_step_1" / shard)
+    torch.save("a string", root / "global_step_2" / shard)
+    state = torch.load(root / "global_step_3" / shard)
+    state["model.embed_tokens.weight"] = state["model.embed_tokens.weight"][:, :-1].clone()  # [768, 63]
+    torch.save(state, root / "global_step_3" / shard)
+    hf = tmp_path / "hf"
+    damaged = cv.convert(root / "global_step_5", hf / "global_step_5")[0] / "model.safetensors"
+    good = damaged.read_bytes()
+    damaged.write_bytes(good[: len(good) // 2])
+
+    capsys.readouterr()
+    assert cv.main([str(root), "--no-progress"]) == 1
+    out, err = capsys.readouterr()
+    assert "%|" not in err  # no bar: verl's "Loading 1 FSDP shards", transformers' "Writing model shards"
+    skipped = [line for line in err.splitlines() if line.startswith("[convert] step")]
+    assert skipped == [
+        f"[convert] step 1 (1/5): skipped: {root / 'global_step_1' / shard}: not a shard of parameters "
+        "(a dict of tensors): it holds a list",
+        f"[convert] step 2 (2/5): skipped: {root / 'global_step_2' / shard}: not a shard of parameters "
+        "(a dict of tensors): it holds a str",
+        f"[convert] step 3 (3/5): skipped: {root / 'global_step_3'}: its weights do not fit its model's "
+        "config (tensor model.embed_tokens.weight has shape [768, 63], its config.json asks for [768, 64])",
+        f"[convert] step 5 (5/5): skipped: {damaged}: unreadable (Error while deserializing header: "
+        "incomplete metadata, file not fully covered); convert the step again with --force",
+    ]
+    assert "Traceback" not in err and f"step 4 (4/5): converted -> {hf / 'global_step_4'}" in out
+    assert sorted(p.name for p in hf.iterdir()) == ["global_step_4", "global_step_5"]
+    assert damaged.read_bytes() == good[: len(good) // 2]  # reported, not replaced unasked
+    assert cv.main([str(root), "--steps", "5", "--force"]) == 0 and damaged.read_bytes() == good
+
+
+def test_an_hf_root_holding_what_eval_convert_did_not_write_is_refused_and_kept(tiny, tmp_path, capsys):
+    """A foreign `global_step_N` folder in HF_ROOT used to be replaced by the conversion (deleted);
+    any foreign entry now refuses the whole command in one line, before anything is written."""
+    root = tmp_path / "checkpoints"
+    write_checkpoint(tiny, root / "global_step_1")
+    hf = tmp_path / "models"
+    (hf / "global_step_1").mkdir(parents=True)
+    (hf / "global_step_1" / "weights.bin").write_text("mine")
+    capsys.readouterr()  # what building the checkpoint printed
+    assert cv.main([str(root), "--hf-root", str(hf)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --hf-root {hf} holds what eval.convert did not write (global_step_1): give a new or empty folder\n"
+    )
+    (hf / "global_step_1" / "weights.bin").unlink()
+    (hf / "notes.txt").write_text("mine")
+    assert cv.main([str(root), "--hf-root", str(hf)]) == 2
+    assert "(notes.txt): give a new or empty folder" in capsys.readouterr().err
+    assert sorted(p.name for p in hf.iterdir()) == ["global_step_1", "notes.txt"]
+    assert cv.main([str(root), "--hf-root", str(hf / "notes.txt")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --hf-root {hf / 'notes.txt'} is a file, not a folder: give a new or empty folder\n"
+    )
+    assert (hf / "notes.txt").read_text() == "mine" and list((hf / "global_step_1").iterdir()) == []

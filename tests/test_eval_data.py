@@ -91,6 +91,24 @@ def test_missing_column_names_the_column_the_row_and_the_file(tmp_path):
         bm.load("aime26")
 
 
+def test_a_number_past_pythons_digit_limit_or_a_row_nested_too_deep_names_the_line(tmp_path):
+    """A 5,000-digit answer (past Python's 4,300-digit limit for int) or a row nested 100,000 deep
+    was a traceback (ValueError, RecursionError) from eval.run; both name the file and the line."""
+    ok = json.dumps({"problem": "1+1?", "answer": "2"})
+    (tmp_path / "big.jsonl").write_text(ok + "\n" + '{"problem": "p", "answer": ' + "9" * 5000 + "}\n")
+    with pytest.raises(
+        bm.BenchmarkError,
+        match=r"big.jsonl: line 2 holds a number Python will not read .*"
+        r"write it as a string",
+    ):
+        bm.load("big", tmp_path)
+    (tmp_path / "deep.jsonl").write_text('{"problem": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    with pytest.raises(bm.BenchmarkError, match=r"deep.jsonl: line 1 is nested too deep to read"):
+        bm.load("deep", tmp_path)
+    (tmp_path / "digits.jsonl").write_text(json.dumps({"problem": "p", "answer": "9" * 5000}) + "\n")
+    assert bm.load("digits", tmp_path).questions[0].answer == "9" * 5000  # as a string it is read
+
+
 def test_aliases_match_the_shared_benchmark_file_names(tmp_path):
     write_jsonl(tmp_path / "aime.jsonl", [{"problem": "p", "answer": "204"}])
     write_jsonl(tmp_path / "olympiad_bench.jsonl", [{"problem": "p", "answer": ["2"]}])

@@ -98,21 +98,29 @@ def test_iterate_converts_and_evaluates_every_checkpoint_of_a_real_run(run):
     assert (results / "steps.md").read_text() == table
 
 
-def test_a_truncated_checkpoint_is_reported_and_skipped(run, tmp_path):
+def test_a_truncated_checkpoint_or_a_shard_that_is_a_list_is_reported_and_skipped(run, tmp_path):
+    """...and the other steps are evaluated (a list shard was a traceback that stopped them all)."""
     root = tmp_path / "checkpoints"
     shutil.copytree(run / "checkpoints", root)
     shard = root / "global_step_2" / "actor" / "model_world_size_1_rank_0.pt"
     shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])  # a copy cut short
+    shutil.copytree(root / "global_step_1", root / "global_step_3")
+    torch.save([1, 2], root / "global_step_3" / "actor" / shard.name)
     # the results folder under its old option name, which still works (for one release)
     proc = iterate(str(root), "--results-root", str(tmp_path / "eval"), "--hf-root", str(tmp_path / "hf"))
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "note: --results-root is now --out; the old name goes in the next release" in proc.stderr
-    assert "[iterate] step 1 (1/2): converted -> " in proc.stdout
-    assert "[iterate] step 2 (2/2): skipped:" in proc.stderr and "verl's merger cannot read it" in proc.stderr
+    assert "[iterate] step 1 (1/3): converted -> " in proc.stdout
+    assert "[iterate] step 2 (2/3): skipped:" in proc.stderr and "verl's merger cannot read it" in proc.stderr
+    assert (
+        f"[iterate] step 3 (3/3): skipped: {root / 'global_step_3' / 'actor' / shard.name}: not a shard of "
+        "parameters (a dict of tensors): it holds a list" in proc.stderr
+    )
     assert "Traceback" not in proc.stderr
+    assert "%|" not in proc.stderr  # --no-progress: no bar, the merger's and the model loads' included
     assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == ["global_step_1"]  # nothing half-converted
     steps = json.loads((tmp_path / "eval" / "steps.json").read_text())
-    assert [r["step"] for r in steps["rows"]] == [1] and list(steps["incomplete_checkpoints"]) == ["2"]
+    assert [r["step"] for r in steps["rows"]] == [1] and list(steps["incomplete_checkpoints"]) == ["2", "3"]
 
 
 def test_watch_takes_each_checkpoint_once_verl_has_finished_it(run, tmp_path):

@@ -90,6 +90,24 @@ def test_malformed_results_and_an_unwritable_out_are_one_line_not_a_traceback(tm
     assert capsys.readouterr().err.startswith(f"error: cannot write {file_in_the_way / 'x.png'}: ")
 
 
+def test_an_out_eval_plot_did_not_write_is_refused_and_kept_its_own_png_is_replaced(tmp_path, capsys):
+    """`--out` over an existing file replaced it, whatever it was. Now only a PNG that eval.plot
+    wrote (its Software text says so) is replaced; anything else is one line, exit 2, untouched."""
+    run = write_steps(tmp_path / "grpo" / "eval", {10: 20.0, 20: 30.0})
+    theirs = tmp_path / "figure.png"
+    theirs.write_bytes(b"\x89PNG\r\n\x1a\n" + b"someone else's picture")
+    for out, what in [(theirs, "a file eval.plot did not write"), (tmp_path / "grpo", "a folder")]:
+        assert plot.main([str(run), "--out", str(out)]) == 2
+        assert capsys.readouterr().err == f"error: --out {out} is {what}: give a new file name\n"
+    assert theirs.read_bytes() == b"\x89PNG\r\n\x1a\n" + b"someone else's picture"
+    ours = tmp_path / "compare.png"
+    assert plot.main([str(run), "--out", str(ours)]) == 0 and plot.made_here(ours)
+    first = ours.read_bytes()
+    write_steps(tmp_path / "more" / "eval", {10: 50.0})
+    assert plot.main([str(run), str(tmp_path / "more" / "eval"), "--out", str(ours)]) == 0
+    assert ours.read_bytes() != first and plot.made_here(ours)  # its own picture, redrawn
+
+
 def test_a_single_step_plot_has_whole_step_ticks_and_a_percent_axis():
     import matplotlib.pyplot as plt
 

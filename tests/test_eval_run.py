@@ -229,6 +229,194 @@ def test_cli_errors_are_one_line_and_exit_2(tiny, tmp_path):
         assert "Traceback" not in proc.stderr
 
 
+def test_a_failed_run_leaves_nothing_that_blocks_the_corrected_command(tiny, tmp_path, grader, capfd):
+    """A question too long for --max-model-len was a traceback from inside generation, after
+    OUT/config.json was written: the corrected command (a longer --max-model-len) was then refused,
+    "holds samples made with other settings", with no sample there. Now the question is refused by
+    name before anything is written, a config.json beside no sample (what older versions left) is
+    taken over, and --no-progress (progress=False) shows no "Loading weights" bar either."""
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = [{"id": "short", "problem": "What is 5 + 7?", "answer": "12"}]
+    rows += [{"id": "long", "problem": "What is 1 + 1? " * 100, "answer": "2"}]  # 949 tokens here
+    (data / "toy.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    short = Decoding(max_new_tokens=8, max_model_len=256)
+    with pytest.raises(
+        eval_run.EvalError,
+        match=r"benchmark toy, question long \(.*toy.jsonl\): its prompt is 949 tokens, leaving no room "
+        r"for an answer in --max-model-len 256; raise --max-model-len",
+    ):
+        run_eval(tiny, out, grader, benchmarks=["toy"], data_dir=data, decoding=short, runs=1)
+    assert not out.exists()
+    out.mkdir()  # what the old version left: the failed run's settings and no sample
+    old = eval_run.sample_settings(tiny, "qwen-math", short, "boxed", "hf")
+    (out / "config.json").write_text(json.dumps(old))
+    capfd.readouterr()
+    longer = Decoding(max_new_tokens=8, max_model_len=1024)
+    s = run_eval(tiny, out, grader, benchmarks=["toy"], data_dir=data, decoding=longer, runs=1)
+    assert s["complete"] and len(samples_of(out)) == 2
+    assert json.loads((out / "config.json").read_text())["max_model_len"] == 1024
+    assert "Loading weights" not in capfd.readouterr().err  # the tests' runs pass progress=False
+
+
+def test_a_damaged_or_misshapen_model_and_an_out_not_ours_are_refused_before_anything_is_written(
+    tiny, tmp_path, grader
+):
+    """A cut-short or foreign-header model.safetensors, a tensor of another shape than config.json
+    asks for, or a cut-short config.json was a traceback from transformers after OUT was made (and
+    a missing tensor was initialised afresh, with a warning); an --out holding someone else's files
+    was written into (summary.json, table.md replaced)."""
+    from safetensors.torch import load_file, save_file
+
+    good = load_file(tiny / "model.safetensors")
+    blob = (tiny / "model.safetensors").read_bytes()
+    misshapen = dict(good, **{"model.embed_tokens.weight": good["model.embed_tokens.weight"][:, :-1].clone()})
+    lacking = {k: v for k, v in good.items() if k != "model.norm.weight"}
+    config = (tiny / "config.json").read_text()
+    for name, file, write, message in [
+        (
+            "cut",
+            "model.safetensors",
+            lambda f: f.write_bytes(blob[: len(blob) // 2]),
+            "file not fully covered",
+        ),
+        (
+            "header",
+            "model.safetensors",
+            lambda f: f.write_bytes(b"\x10" + bytes(7) + b"{x}" + blob[11:]),
+            "JSON",
+        ),
+        (
+            "shape",
+            "model.safetensors",
+            lambda f: save_file(misshapen, f),
+            r"tensor model.embed_tokens.weight has shape \[768, 63\], its config.json asks for \[768, 64\]",
+        ),
+        (
+            "lacking",
+            "model.safetensors",
+            lambda f: save_file(lacking, f),
+            "no tensor model.norm.weight in its",
+        ),
+        ("config", "config.json", lambda f: f.write_text(config[: len(config) // 2]), "not a model config"),
+    ]:
+        model = tmp_path / name
+        shutil.copytree(tiny, model)
+        write(model / file)
+        with pytest.raises(eval_run.EvalError, match=rf"^--model {model}.*: .*{message}"):
+            run_eval(model, tmp_path / f"out_{name}", grader, runs=1, benchmarks=["arith"])
+        assert not (tmp_path / f"out_{name}").exists()
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    with pytest.raises(ResultsError, match=rf"--out {mine} holds what eval.run did not write \(notes.txt\)"):
+        run_eval(tiny, mine, grader, runs=1, benchmarks=["arith"])
+    (mine / "notes.txt").unlink()
+    shutil.copy(tiny / "config.json", mine / "config.json")  # a model's config.json is not ours
+    (mine / "summary.json").write_text("keep")
+    with pytest.raises(ResultsError, match=r"did not write \(config.json\)"):
+        run_eval(tiny, mine, grader, runs=1, benchmarks=["arith"])
+    with pytest.raises(ResultsError, match=rf"--out {mine / 'summary.json'} is a file, not a folder"):
+        run_eval(tiny, mine / "summary.json", grader, runs=1, benchmarks=["arith"])
+    assert sorted(p.name for p in mine.iterdir()) == ["config.json", "summary.json"]
+    assert (mine / "summary.json").read_text() == "keep"
+
+
+def test_bad_arguments_of_every_eval_command_are_one_line_and_exit_2_before_anything_is_made(
+    tiny, tmp_path, capsys
+):
+    """Each of these was a traceback, a silent change of meaning (--limit -1 dropped the last
+    question, --repeats 0 became 5, --n 0 became 32), a request without bound (--n 10^12) or a busy
+    loop (--poll-s 0). Every one is now refused while parsing or checking the settings: exit 2, one
+    `error:` line naming the argument, no traceback, no folder made. And every --help exits 0."""
+    from eval import convert, iterate, plot
+
+    root = tmp_path / "checkpoints"
+    (root / "global_step_1").mkdir(parents=True)
+    a_file = tmp_path / "a_file"
+    a_file.write_text("keep")
+    elsewhere = tmp_path / "other_eval"
+    elsewhere.mkdir()
+    (elsewhere / "steps.json").write_text(json.dumps({"checkpoint_root": "/another/run/checkpoints"}))
+    out = tmp_path / "out"
+    common = ["--data-dir", str(FIXTURES), "--benchmarks", "arith", "--backend", "hf"]
+    bad_eval = [
+        (["--limit", "0"], "--limit: must be at least 1, got 0"),
+        (["--limit", "-1"], "--limit: must be at least 1, got -1"),
+        (["--repeats", "-2"], "--repeats: must be from 1 to 1,024, got -2"),
+        (["--repeats", "0"], "--repeats: must be from 1 to 1,024, got 0"),
+        (["--decoding", "sample", "--n", "-3"], "--n: must be from 1 to 1,024, got -3"),
+        (["--decoding", "sample", "--n", "0"], "--n: must be from 1 to 1,024, got 0"),
+        (["--decoding", "sample", "--n", "1000000000000"], "--n: must be from 1 to 1,024"),
+        (["--max-new-tokens", "0"], "--max-new-tokens: must be at least 1, got 0"),
+        (["--max-model-len", "1"], "--max-model-len: must be at least 2, got 1"),
+        (["--batch-size", "0"], "--batch-size: must be at least 1, got 0"),
+        (["--chunk-size", "-1"], "--chunk-size: must be at least 1, got -1"),
+        (
+            ["--decoding", "sample", "--temperature", "0"],
+            "error: sampling (--decoding sample) needs a --temperature above 0",
+        ),
+        (["--temperature", "nan"], "--temperature: must be a finite number at least 0, got nan"),
+        (["--top-p", "1.5"], "--top-p: must be a finite number above 0 and at most 1, got 1.5"),
+        (["--seed", "-1"], "--seed: must be from 0 to 4,294,967,295, got -1"),
+        (["--dtype", "float64x"], "--dtype: invalid choice: 'float64x'"),
+        (["--gpu-memory-utilization", "0"], "--gpu-memory-utilization: must be a finite number above 0"),
+        (["--tensor-parallel-size", "0"], "--tensor-parallel-size: must be at least 1, got 0"),
+        (["--max-num-batched-tokens", "0"], "--max-num-batched-tokens: must be at least 1, got 0"),
+        (["--repeats", "2", "--decoding", "sample"], "error: --repeats is for greedy decoding"),
+        (["--n", "4"], "error: --n and --k are for --decoding sample"),
+        (["--decoding", "sample", "--n", "4", "--k", "8"], "error: every k must be in 1..4"),
+        (["--benchmarks", ","], "error: --benchmarks names no benchmark"),
+    ]
+    cases = [(eval_run.main, ["--model", str(tiny), "--out", str(out), *common, *a], m) for a, m in bad_eval]
+    iterate_args = [str(root), "--out", str(out), "--hf-root", str(tmp_path / "hf"), *common]
+    cases += [(iterate.main, [*iterate_args, *a], m) for a, m in bad_eval[::4]]  # the same parser
+    cases += [
+        (iterate.main, [*iterate_args, *a], m)
+        for a, m in [
+            (["--watch", "--poll-s", "0"], "--poll-s: must be a finite number at least 0.1, got 0"),
+            (["--watch", "--poll-s", "-1"], "--poll-s: must be a finite number at least 0.1, got -1"),
+            (["--watch", "--poll-s", "inf"], "--poll-s: must be a finite number at least 0.1, got inf"),
+            (["--idle-exit-s", "-5"], "--idle-exit-s: must be a finite number at least 0, got -5"),
+            (["--until-step", "-1"], "--until-step: must be at least 0, got -1"),
+            (["--every", "0"], "--every: must be at least 1, got 0"),
+            (["--tensorboard", str(a_file)], f"error: --tensorboard {a_file} is a file, not a folder"),
+            (["--hf-root", str(out)], f"error: --hf-root and --out are both {out}"),
+        ]
+    ]
+    cases += [
+        (
+            iterate.main,
+            [str(root), "--out", str(elsewhere), *common],
+            "holds the results of the checkpoints in /another/run",
+        ),
+        (
+            iterate.main,
+            [str(root), "--out", str(a_file), *common],
+            f"error: --out {a_file} is a file, not a folder",
+        ),
+        (convert.main, [str(root), "--every", "0"], "--every: must be at least 1, got 0"),
+        (convert.main, [str(root), "--steps", "1,x"], "--steps: expected comma-separated integers"),
+    ]
+    for main, argv, message in cases:
+        try:
+            code = main(argv)
+        except SystemExit as e:  # argparse: its usage line, then one error line
+            code = e.code
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if not line.startswith(("usage:", " "))]
+        assert code == 2 and len(lines) == 1 and "error:" in lines[0] and message in lines[0], (argv, err)
+        assert "Traceback" not in err
+    assert not out.exists() and not (tmp_path / "hf").exists() and not (root.parent / "eval").exists()
+    assert a_file.read_text() == "keep" and sorted(p.name for p in elsewhere.iterdir()) == ["steps.json"]
+    for main in (eval_run.main, iterate.main, convert.main, plot.main):
+        with pytest.raises(SystemExit) as exit_:
+            main(["--help"])
+        assert exit_.value.code == 0 and "usage: python -m eval." in capsys.readouterr().out
+
+
 # ------------------------------------------------------------------------------ vLLM seam
 class FakeVLLM:
     """Stands in for the `vllm` module on a GPU (or, with `cpu=True`, vLLM's CPU build): `LLM` counts

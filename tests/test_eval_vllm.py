@@ -91,6 +91,9 @@ def test_default_backend_is_vllm_and_one_engine_serves_every_benchmark_and_repea
     ):
         assert arg in engine_args, engine_args
     assert "'dtype': 'float32'" in engine_args and "gpu_memory_utilization" not in engine_args
+    # --no-progress: no bar at all, loading the weights included (vLLM's "Loading safetensors
+    # checkpoint shards" and "Processed prompts" were shown)
+    assert "%|" not in log and "it/s]" not in log, log[-6000:]
 
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] and summary["settings"]["backend"] == "vllm"
