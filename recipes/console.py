@@ -6,8 +6,15 @@ config, warnings, progress bars, worker logs) goes to the run's log file; the co
         say("step ...")            # to the terminal
         print("noise")             # to log_path, as does anything a subprocess or Ray writes
 
-`-v` on the command line (recipes.verbose=true) leaves the console as it is. Before the run's folder
-is known to be wanted (a config error), the output is held in memory and dropped unless asked for.
+`say` writes each line to the log as well, so the log holds everything the console showed (the step
+table, the `done:` line) among verl's output: a run under nohup, tmux or Slurm is followed with
+`tail -f <output_dir>/logs/<launch time>.log`. `-v` on the command line (recipes.verbose=true) leaves
+the console as it is (the log then gets only `say`'s lines). Before the run's folder is known to be
+wanted (a config error), the output is held in a scratch file and dropped unless asked for; a crash
+keeps the file, which its message names.
+
+A launch holds a lock on its log while it runs (`hold`): `live` tells a running launch from one
+that stopped (killed, out of memory, out of time) without a word (python -m recipes.runs).
 
 The step table: `follow` prints a row (`format_row`, under `header`) for each step verl's file
 logger appends, with its validation results and the time left.
@@ -16,8 +23,10 @@ logger appends, with its validation results and the time left.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import socket
 import sys
 import tempfile
 import threading
@@ -32,12 +41,24 @@ def quiet(
     log: Path, enabled: bool = True, expected: tuple[type[BaseException], ...] = ()
 ) -> Iterator[Callable[[str], None]]:
     """Send file descriptors 1 and 2 (this process and its children) to `log` and yield a function
-    that prints to the terminal. On an exception other than `expected` ones (which explain
-    themselves) the log's last lines are shown."""
-    if not enabled:
-        yield lambda text: print(text, flush=True)
-        return
+    that prints to the terminal and appends the same line to `log`. On an exception other than
+    `expected` ones (which explain themselves) the log gets a `failed:` line and its last lines
+    are shown."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    if not enabled:
+
+        def tell(text: str) -> None:
+            print(text, flush=True)
+            append(log, text)
+
+        try:
+            yield tell
+        except expected:
+            raise
+        except BaseException as exc:
+            append(log, failure(exc))
+            raise
+        return
     sys.stdout.flush()
     sys.stderr.flush()
     saved_out, saved_err = os.dup(1), os.dup(2)
@@ -46,18 +67,22 @@ def quiet(
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
+    lock = threading.Lock()  # the step table's thread and the main thread both say
 
     def say(text: str) -> None:
-        terminal.write(text + "\n")
-        terminal.flush()
+        with lock:
+            terminal.write(text + "\n")
+            terminal.flush()
+            append(log, text)
 
     failed = False
     try:
         yield say
     except expected:
         raise
-    except BaseException:
+    except BaseException as exc:
         failed = True
+        append(log, failure(exc))
         raise
     finally:
         sys.stdout.flush()
@@ -77,16 +102,65 @@ def quiet(
 @contextlib.contextmanager
 def held(enabled: bool = True, expected: tuple[type[BaseException], ...] = ()) -> Iterator[list[str]]:
     """`quiet` into a scratch file for output that has no run folder yet: the yielded list gets
-    the text once the block ends (normally or not), and the file is removed."""
+    the text once the block ends (normally or not), and the file is removed, unless the block
+    crashed (an exception not `expected`): the crash message names the file, so it stays."""
     fd, name = tempfile.mkstemp(prefix="recipes-", suffix=".log")
     os.close(fd)
-    scratch, text = Path(name), []
+    scratch, text, crashed = Path(name), [], False
     try:
         with quiet(scratch, enabled, expected):
             yield text
+    except expected:
+        raise
+    except BaseException:
+        crashed = enabled  # quiet's message names the scratch file: it stays for the reader
+        raise
     finally:
         text.append(scratch.read_text(errors="replace"))
-        scratch.unlink(missing_ok=True)
+        if not crashed:
+            scratch.unlink(missing_ok=True)
+
+
+def failure(exc: BaseException) -> str:
+    """The log's last word on a launch that crashed (recipes.runs shows it): `failed: Type: message`."""
+    return f"failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}".rstrip(": ")
+
+
+def append(log: Path, text: str) -> None:
+    """One line at the end of `log` (O_APPEND: after whatever verl's processes wrote)."""
+    with open(log, "a", encoding="utf-8", errors="replace") as f:
+        f.write(text + "\n")
+
+
+def hold(log: Path):
+    """Lock `log` for as long as the returned file stays open (this process's life: keep it), and
+    say in it which process on which machine holds it (`launch: pid N on HOST`). The file
+    descriptor is not inherited by the processes this one starts, so the lock ends with the
+    launch. None where the file system has no locks (recipes.runs then goes by the log's age)."""
+    append(log, f"launch: pid {os.getpid()} on {socket.gethostname()}")
+    f = open(log, "a")  # noqa: SIM115 - held open on purpose
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        return None
+    return f
+
+
+def live(log: Path) -> bool | None:
+    """Whether a launch holds `log` (`hold`); None where that cannot be told (no locks here)."""
+    try:
+        f = open(log, "rb")  # noqa: SIM115
+    except OSError:
+        return None
+    with f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return None
+        return False
 
 
 # ------------------------------------------------------------------------------- step table

@@ -56,14 +56,14 @@ def setting(default: Any, check: str | None, help: str, paper: str = "", yaml: s
     return dataclasses.field(**factory, metadata=metadata)
 
 
-def _type_ok(value: Any, kind: Any) -> bool:
+def type_ok(value: Any, kind: Any) -> bool:
     origin = typing.get_origin(kind)
     if kind is Any:
         return True
     if origin is Literal:
         return value in typing.get_args(kind)
     if origin in (typing.Union, types.UnionType):
-        return any(_type_ok(value, k) for k in typing.get_args(kind))
+        return any(type_ok(value, k) for k in typing.get_args(kind))
     if kind is type(None):
         return value is None
     if kind is float:
@@ -75,12 +75,12 @@ def _type_ok(value: Any, kind: Any) -> bool:
     return isinstance(value, kind)
 
 
-def _type_name(kind: Any) -> str:
+def type_name(kind: Any) -> str:
     origin = typing.get_origin(kind)
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(kind))
     if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(k) for k in typing.get_args(kind))
+        return " or ".join(type_name(k) for k in typing.get_args(kind))
     if kind is type(None):
         return "null"
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
@@ -99,8 +99,8 @@ def load(cls: type, values: Mapping | None, section: str):
     hints = typing.get_type_hints(cls)
     for name, value in values.items():
         kind, check = hints[name], fields[name].metadata.get("check")
-        if not _type_ok(value, kind):
-            raise ConfigError(f"{section}.{name}={value!r} must be {_type_name(kind)}.")
+        if not type_ok(value, kind):
+            raise ConfigError(f"{section}.{name}={value!r} must be {type_name(kind)}.")
         if isinstance(value, float) and not math.isfinite(value):  # NaN passes no range; inf passes "> 0"
             raise ConfigError(f"{section}.{name}={value!r} must be a finite number.")
         if check is not None and value is not None and not RANGES[check](value):
@@ -168,7 +168,7 @@ def markdown(sections: list[tuple[str, str, type]]) -> str:
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
             default = _default(f)
-            allowed = " ".join(x for x in (_type_name(hints[f.name]), f.metadata.get("check")) if x)
+            allowed = " ".join(x for x in (type_name(hints[f.name]), f.metadata.get("check")) if x)
             default = (
                 "null" if default is None else str(default).lower() if isinstance(default, bool) else default
             )

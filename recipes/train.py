@@ -19,6 +19,7 @@ that names the key, not in a Ray worker minutes later.
 Writes under `recipes.output_dir` (default `outputs/<project>/<experiment>/`):
   checkpoints/global_step_N/   verl checkpoints (a rerun resumes from the latest)
   metrics/<launch time>.jsonl  one JSON line per step (verl's `file` logger)
+  logs/<launch time>.log       the console's lines and all verl, Ray and vLLM print (`tail -f` it)
   hydra/                       the composed config of the launch
 """
 
@@ -31,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -63,10 +65,18 @@ def prepare(cfg: DictConfig) -> None:
         ensure_model(model, cache_dir=cache)
     data = select(cfg, "recipes.data")
     if data == "toy_arithmetic":
+        from recipes.files import Refused
         from recipes.tools.data import ensure_data
 
         # check_data validates every data file next, so do not validate here as well
-        ensure_data(data, out_dir=Path(select(cfg, "data.train_files")).parent, validate=False)
+        files = select(cfg, "data.train_files")
+        try:
+            ensure_data(data, out_dir=Path(files).parent, validate=False)
+        except Refused:  # the folder holds files the data tool did not write: not replaced
+            raise ConfigError(
+                f"data.train_files={files}: its folder holds files that `python -m recipes.tools.data` did "
+                "not write, and toy data would replace them; point it at a folder of its own."
+            ) from None
 
 
 def planned_steps(cfg: DictConfig) -> int | None:
@@ -117,7 +127,7 @@ def run(cfg: DictConfig) -> Path:
     metrics, log = _prepare_run_folder(cfg, before_ray)
     _train(cfg, notes, metrics, log, env_before, verbose)
     ckpt = Path(select(cfg, "trainer.default_local_dir"))
-    print(f"done: metrics in {metrics}, checkpoints in {ckpt}, log in {log}", flush=True)
+    _tell(log, f"done: metrics in {metrics}, checkpoints in {ckpt}, log in {log}")
     if not verbose:  # what Ray or a logger prints at interpreter exit goes to the log too
         fd = os.open(log, os.O_WRONLY | os.O_APPEND)
         os.dup2(fd, 1)
@@ -150,6 +160,8 @@ def _prepare_run_folder(cfg: DictConfig, before_ray: list[str]) -> tuple[Path, P
     metrics.parent.mkdir(parents=True, exist_ok=True)
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("".join(before_ray))
+    global _HELD
+    _HELD = console.hold(log)  # for this process's life: a live launch (python -m recipes.runs)
     (out / "config.yaml").write_text(run_folder.resolved_yaml(cfg))  # hydra/ has the composed one
     os.environ["VERL_FILE_LOGGER_PATH"] = str(metrics)
     # verl's TensorBoard and wandb loggers write under the current directory unless told; keep
@@ -159,26 +171,54 @@ def _prepare_run_folder(cfg: DictConfig, before_ray: list[str]) -> tuple[Path, P
     return metrics, log
 
 
+_HELD = None  # the lock on this launch's log (console.hold)
+
+
+def _tell(log: Path, text: str) -> None:
+    """A line on the terminal and in the run's log (which then holds all the console showed)."""
+    print(text, flush=True)
+    console.append(log, text)
+
+
+def resume_from(cfg: DictConfig) -> Path | None:
+    """The checkpoint verl will resume from, as verl's trainer finds it (`_load_checkpoint`):
+    trainer.resume_from_path with resume_mode=resume_path; with auto, the step of the tracker file
+    in trainer.default_local_dir when its folder exists; None for a start from scratch."""
+    from recipes.checkpoints import latest_step, step_folder
+
+    mode = select(cfg, "trainer.resume_mode")
+    if mode == "resume_path":
+        path = select(cfg, "trainer.resume_from_path")
+        return Path(path) if isinstance(path, str) and "global_step_" in path else None
+    if mode != "auto":
+        return None
+    root = Path(select(cfg, "trainer.default_local_dir"))
+    step = latest_step(root)
+    folder = Path(step_folder(root, step)) if step is not None else None
+    return folder if folder is not None and folder.is_dir() else None
+
+
 def _announce(cfg: DictConfig, notes: list[str], log: Path, verbose: bool) -> None:
-    """The run's header on the terminal: what it trains, the checks' notes, where the log is."""
+    """The run's header on the terminal and in the log: what it trains, the checks' notes, the
+    checkpoint it resumes from, where the log is."""
     from recipes.methods import registry
 
     out = Path(select(cfg, "recipes.output_dir"))
     methods = ",".join(registry.active_names(cfg))
-    print(
+    _tell(
+        log,
         f"run: model {select(cfg, 'recipes.model') or select(cfg, 'actor_rollout_ref.model.path')}, "
         f"method [{methods}], data {select(cfg, 'recipes.data')}, "
         f"{select(cfg, 'trainer.total_training_steps') or select(cfg, 'trainer.total_epochs')} "
         f"{'steps' if select(cfg, 'trainer.total_training_steps') else 'epochs'}, output {out}",
-        flush=True,
     )
     for note in notes:
-        print(note, flush=True)
+        _tell(log, note)
+    resumed = resume_from(cfg)
+    if resumed is not None:
+        _tell(log, f"resume: from {resumed.name} ({resumed})")
     if not verbose:
-        print(
-            f"log: {log} (the resolved config is {out / 'config.yaml'}; -v prints everything here)",
-            flush=True,
-        )
+        _tell(log, f"log: {log} (the resolved config is {out / 'config.yaml'}; -v prints everything here)")
 
 
 def _session(cfg: DictConfig, say: Callable[[str], None]) -> contextlib.AbstractContextManager:
@@ -399,12 +439,56 @@ def main(cfg: DictConfig) -> None:
         sys.exit(2)
 
 
+def config_error(exc: ConfigError) -> NoReturn:
+    """A bad input's one line, and exit 2."""
+    print(f"config error: {exc}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def hydra_args(args: list[str]) -> tuple[list[str], dict[str, object]]:
+    """A command line as Hydra reads it: its overrides, and its own flags ({"--cfg": "job"}),
+    wherever they stand (Hydra itself refuses an override after a flag). An argument it does
+    not know is a ConfigError."""
+    import argparse
+
+    from hydra._internal.utils import get_args_parser
+
+    parser = get_args_parser()
+    parser.exit_on_error = False
+    try:
+        parsed, unknown = parser.parse_known_intermixed_args(args)
+    except argparse.ArgumentError as exc:
+        raise ConfigError(f"{exc} (python -m recipes.train --help).") from None
+    if unknown:
+        first = next((a for a in unknown if a.startswith("-")), unknown[0])
+        raise ConfigError(f"{first}: not an argument of python -m recipes.train (--help lists them).")
+    flags = {}
+    for action in parser._actions:
+        value = getattr(parsed, action.dest, action.default)  # --version has no value
+        if action.option_strings and value != action.default:
+            flags[action.option_strings[0]] = value
+    return parsed.overrides, flags
+
+
+def flag_args(flags: dict[str, object]) -> list[str]:
+    return [a for flag, value in flags.items() for a in ([flag] if value is True else [flag, str(value)])]
+
+
+# Hydra's flags that print the composed config: with them (or none) the command line composes
+PRINTING = ("--cfg", "--resolve", "--package")
+
+
 def check_overrides(args: list[str], verbose: bool = False) -> DictConfig | None:
     """Hydra's own errors (an unknown group option, a key not in the config, a bad override) as
     one `config error:` line and exit 2, before Hydra prints its own report and exits 1. What
     importing verl prints on the way (platform detection) is dropped unless `verbose`. The
-    composed config (None for Hydra's own flags, which compose nothing)."""
-    if any(a.startswith("-") for a in args):  # --cfg, --help, -m: Hydra's own flags
+    composed config (None with Hydra's flags other than PRINTING: -m sweeps, other config
+    folders, --info)."""
+    try:
+        overrides, flags = hydra_args(args)
+    except ConfigError as exc:
+        config_error(exc)
+    if set(flags) - set(PRINTING):
         return None
     import yaml
     from hydra.errors import HydraException
@@ -413,7 +497,7 @@ def check_overrides(args: list[str], verbose: bool = False) -> DictConfig | None
     errors = (HydraException, OmegaConfBaseException, yaml.YAMLError)
     try:
         with held(enabled=not verbose, expected=errors):
-            cfg = compose(args)
+            cfg = compose(overrides)
             # every interpolation resolves (`${oc.env:UNSET}` failed later, with a traceback)
             OmegaConf.to_container(cfg, resolve=True)
             return cfg
@@ -434,20 +518,21 @@ def _launch(cfg: DictConfig | None) -> None:
     try:
         checks.check_paths(cfg)
     except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr, flush=True)
-        sys.exit(2)
+        config_error(exc)
     out = Path(select(cfg, "recipes.output_dir")).expanduser()
-    new = [p for p in (out / "hydra", out) if not p.exists()]
+    hydra_dir = out / "hydra"
+    made = not hydra_dir.exists()
+    new = [p for p in (out, *out.parents) if not p.exists()]  # outputs/<project>/ too, innermost first
     try:
         main()
     except SystemExit as exc:
         if exc.code == 2:
             import shutil
 
+            if made:
+                shutil.rmtree(hydra_dir, ignore_errors=True)
             for folder in new:  # ours alone: nothing that was there before the launch
-                if folder.name == "hydra":
-                    shutil.rmtree(folder, ignore_errors=True)
-                elif folder.is_dir() and not any(folder.iterdir()):
+                if folder.is_dir() and not any(folder.iterdir()):
                     folder.rmdir()
         raise
 
@@ -486,10 +571,19 @@ common keys:
   recipes.output_dir=DIR  recipes.<method>.<setting>=V  (every method setting: python -m recipes.methods.registry)
 
   -v, --verbose   print everything verl, Ray and vLLM print (default: the run's log file)
-  --check         run the checks a launch makes before Ray starts, and stop (exit 2 on an error)
+  --check         run the checks a launch makes before Ray starts, and stop (exit 2 on an error);
+                  takes -v, and --cfg job (then prints the config too)
+  --cfg job       print the resolved config the run would use, and stop
   --hydra-help    Hydra's own help (every config group and key)
 
 docs: README.md, docs/running.md, docs/methods.md, docs/settings.md"""
+
+
+def print_config(cfg: DictConfig) -> None:
+    """`--cfg job`: the config as the run uses it, resolved (docs/running.md), with the name and
+    folders recipes.train gives a run that names none (Hydra's own printing has them null)."""
+    sys.stdout.write(OmegaConf.to_yaml(cfg, resolve=True))
+    sys.stdout.flush()
 
 
 def check_only(args: list[str]) -> None:
@@ -497,15 +591,25 @@ def check_only(args: list[str]) -> None:
     nothing else (scripts/slurm/train.sbatch runs it before `ray start`). Prints one line,
     `preflight: ok platform=P offline=0|1 done=0|1` (offline=1: the model is a local folder, so the
     Hub is not needed; done=1: the run has already reached its step count, so no cluster is
-    needed), or `config error: ...` and exits 2."""
-    check_overrides(args)
+    needed), or `config error: ...` and exits 2. With -v, what verl prints on the way is shown;
+    with --cfg job, the config the run would use is printed (resolved) before that line. Hydra's
+    other flags start no launch to check: a config error."""
+    verbose = any(a in VERBOSE_FLAGS for a in args)
+    args = [a for a in args if a not in VERBOSE_FLAGS]
     try:
-        with held(enabled=True, expected=(ConfigError,)):
-            cfg = compose(args)
+        overrides, flags = hydra_args(args)
+        if set(flags) - {"--cfg", "--resolve"} or flags.get("--cfg", "job") != "job":
+            raise ConfigError(
+                f"--check takes overrides, -v and --cfg job, not {' '.join(flag_args(flags))} "
+                "(Hydra's flags run no launch to check)."
+            )
+        cfg = check_overrides(overrides, verbose)
+        with held(enabled=not verbose, expected=(ConfigError,)):
             notes = preflight(cfg)
     except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr, flush=True)
-        sys.exit(2)
+        config_error(exc)
+    if "--cfg" in flags:
+        print_config(cfg)
     for note in notes:
         print(note, flush=True)
     local = Path(str(select(cfg, "actor_rollout_ref.model.path"))).expanduser().is_dir()
@@ -530,9 +634,16 @@ if __name__ == "__main__":
         sys.argv[1:] = [a for a in sys.argv[1:] if a not in VERBOSE_FLAGS] + ["recipes.verbose=true"]
     sys.argv[1:] = translate_overrides(sys.argv[1:])
     composed = check_overrides(sys.argv[1:], verbose)
-    if composed is not None and not any(a.startswith("trainer.experiment_name=") for a in sys.argv[1:]):
+    overrides, flags = hydra_args(sys.argv[1:])
+    if composed is not None and flags.get("--cfg") == "job" and "--package" not in flags:
+        print_config(composed)
+        sys.exit(0)
+    named = [a for a in overrides if a.startswith("trainer.experiment_name=")]
+    if composed is not None and (not named or named[-1] == "trainer.experiment_name=null"):
         # the name record_choices gave the run, for Hydra's own folder (<output_dir>/hydra) too
-        sys.argv.append(f"trainer.experiment_name={composed.trainer.experiment_name}")
-    if not any(a.startswith("hydra.searchpath=") for a in sys.argv[1:]):
-        sys.argv.insert(1, verl_searchpath())
-    _launch(composed)
+        overrides = [a for a in overrides if a not in named]
+        overrides.append(f"trainer.experiment_name={composed.trainer.experiment_name}")
+    if not any(a.startswith("hydra.searchpath=") for a in overrides):
+        overrides.insert(0, verl_searchpath())
+    sys.argv[1:] = [*overrides, *flag_args(flags)]  # Hydra takes no override after a flag
+    _launch(None if flags else composed)

@@ -236,7 +236,7 @@ def test_prompt_aug_paper_presets():
     )
     assert not main.algorithm.filter_groups.enable
     assert (main.data.max_prompt_length, main.data.max_response_length) == (1024, 3072)
-    # validation every 20 steps as the paper; a save every 40 keeps the run under 500 GB (recipes.plan)
+    # validation every 20 steps as the paper; a save every 40 keeps the run under 500 GiB (recipes.plan)
     assert (main.trainer.total_epochs, main.trainer.save_freq, main.trainer.test_freq) == (60, 40, 20)
     assert main.recipes.prompt_aug.templates == "all" and main.recipes.prompt_aug.val_template == "qwen-math"
     dapo = compose(["experiment=prompt_aug_baseline_dapo_qwen2_5_math_1_5b"])
@@ -489,9 +489,12 @@ def test_configs_that_used_to_start_ray_or_crash_are_one_config_error_line(
 
 @pytest.mark.slow  # a fresh interpreter (or several) importing verl
 def test_cfg_job_prints_the_resolved_config_without_running(tmp_path):
-    out = _run_cli(tmp_path, "experiment=demo_cpu", "model=smollm2_135m", "--cfg", "job")
+    # an override after the flag: Hydra itself refuses that order
+    out = _run_cli(tmp_path, "experiment=demo_cpu", "--cfg", "job", "model=smollm2_135m")
     assert out.returncode == 0, out.stderr[-2000:]
     assert "name: vllm" in out.stdout and "smollm2_135m" in out.stdout
+    # resolved, as docs/running.md says (Hydra prints outputs/${trainer.project_name}/...)
+    assert "\n  output_dir: outputs/verl_math_recipes/demo_cpu\n" in out.stdout
     assert not (tmp_path / "models").exists()  # printing builds nothing
 
 
@@ -632,7 +635,7 @@ def test_prorl_method_and_preset():
     assert cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node == 32
     assert cfg.recipes.prorl.val_metric == "val-core/math500/acc/mean@1" and cfg.trainer.test_freq > 0
     assert cfg.actor_rollout_ref.model.path == "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
-    # a bounded default length: 2,000 steps, a save every 20 (~412 GB with retention, recipes.plan)
+    # a bounded default length: 2,000 steps, a save every 20 (~384 GiB with retention, recipes.plan)
     assert (cfg.trainer.total_training_steps, cfg.trainer.save_freq) == (2000, 20)
 
 

@@ -12,7 +12,9 @@ Skip locally with `make test-fast` (or `-m "not e2e"`).
 
 import json
 import math
+import os
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -86,6 +88,17 @@ def check_run(out, proc, steps: list[int]) -> list[dict]:
     assert "step  reward    acc" in proc.stdout
     assert "TaskRunner" not in proc.stdout + proc.stderr and "actor_rollout_ref" in log_of(out)
     assert (out / "config.yaml").is_file()
+    # a launch that resumes says from which checkpoint; a fresh one says nothing of the kind
+    resumes = [line for line in console if line.startswith("resume:")]
+    first = steps[0] - 1
+    assert resumes == (
+        [f"resume: from global_step_{first} ({out}/checkpoints/global_step_{first})"] if first else []
+    )
+    # the launch's log holds every line the console showed (the step table, the done: line), in
+    # order, among verl's output: `tail -f` follows a run under nohup or Slurm
+    log = sorted((out / "logs").glob("*.log"))[-1].read_text(errors="replace").splitlines()
+    lines = iter(log)
+    assert all(any(line == x for x in lines) for line in proc.stdout.strip().splitlines()), log[-30:]
     return records
 
 
@@ -541,3 +554,162 @@ def test_docs_metrics_lists_every_metric_the_runs_log_and_nothing_they_do_not(e2
     assert not undocumented, f"logged, not in docs/metrics.md: {undocumented}"
     never = [m for m, p in zip(documented, patterns, strict=True) if not any(p.fullmatch(k) for k in logged)]
     assert not never, f"in docs/metrics.md, logged by none of the runs: {never}"
+
+
+# ------------------------------------------------------------------ following and comparing runs
+def copy_run(src: Path, dst: Path) -> Path:
+    """What recipes.runs reads of a run (config.yaml, logs/, metrics/), copied: no checkpoints."""
+    import shutil
+
+    dst.mkdir(parents=True)
+    shutil.copy2(src / "config.yaml", dst / "config.yaml")
+    for folder in ("logs", "metrics"):
+        shutil.copytree(src / folder, dst / folder)
+    return dst
+
+
+def test_runs_lists_the_reference_run_finished_and_copies_derived_from_it_running_and_failed(
+    e2e, tmp_path, capsys
+):
+    """`python -m recipes.runs DIR` on the reference run: finished, step 4/4, the last step's reward
+    and accuracy. On copies of its folder altered as a launch leaves them (derived, not launched):
+    metrics cut after step 2 mid-line and no done: line, with the log locked as a live launch locks
+    it (recipes/console.py: hold): running 2/4 with the step table's ETA; a live relaunch resumed
+    from checkpoint 2 that has logged nothing yet: running 2/4, not 4/4; cut and unlocked (killed):
+    failed; cut, launched on another machine: running while its log is fresh, failed once stale;
+    a crash's `failed:` line: failed, saying it; a metrics line that is not JSON: named."""
+    from recipes import console, runs
+
+    reference, _ = e2e.reference()
+    root = tmp_path / "runs"
+    finished = copy_run(reference, root / "finished")
+    records = metrics_of(reference)
+    metrics = sorted((reference / "metrics").glob("*.jsonl"))[-1]
+    lines = metrics.read_text().splitlines(keepends=True)
+
+    def derived(name: str, log_end: str) -> Path:
+        """Cut after step 2 (step 3's line half written), the log's last word replaced."""
+        run = copy_run(reference, root / name)
+        (run / "metrics" / metrics.name).write_text("".join(lines[:2]) + lines[2][:40])
+        log = sorted((run / "logs").glob("*.log"))[-1]
+        kept = [ln for ln in log.read_text().splitlines(keepends=True) if not ln.startswith("done: ")]
+        log.write_text("".join(kept) + log_end)
+        return run
+
+    running, killed = derived("running", ""), derived("killed", "")
+    crashed = derived("crashed", "failed: RayTaskError: the actor died\n")
+    # relaunched after a kill, resumed from checkpoint 2, no step of its own logged yet: at step 2,
+    # though the killed launch had logged steps 3 and 4
+    relaunched = copy_run(reference, root / "relaunched")
+    (relaunched / "logs" / "99999999-999999.log").write_text(
+        f"run: ...\nresume: from global_step_2 ({relaunched}/checkpoints/global_step_2)\n"
+    )
+    # cut, launched on another machine (a Slurm node, whose locks this one may not see): running
+    # while its log is fresh, failed once it has not been written to for STALE_S
+    elsewhere, gone = derived("elsewhere", ""), derived("gone", "")
+    for run in (elsewhere, gone):
+        log = sorted((run / "logs").glob("*.log"))[-1]
+        text = log.read_text()
+        assert len(re.findall(r"^launch: pid [0-9]+ on \S+$", text, re.M)) == 1
+        log.write_text(
+            re.sub(r"^launch: pid [0-9]+ on \S+$", "launch: pid 1 on node-elsewhere", text, flags=re.M)
+        )
+    stale = time.time() - runs.STALE_S - 60
+    os.utime(sorted((gone / "logs").glob("*.log"))[-1], (stale, stale))
+    damaged = copy_run(reference, root / "damaged")
+    (damaged / "metrics" / metrics.name).write_text(lines[0] + "{not json\n" + "".join(lines[1:]))
+    held = [console.hold(sorted((run / "logs").glob("*.log"))[-1]) for run in (running, relaunched)]
+    try:
+        assert runs.main([str(root)]) == 0
+        now = (running / "metrics" / metrics.name).stat().st_mtime
+        live = runs.inspect(running, now=now)
+    finally:
+        for f in held:
+            f.close()
+    table = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line.split() for line in table[1:]}
+    assert table[0].split() == ["run", "status", "step", "reward", "acc", "eta", "note"]
+    last = records[-1]["data"]
+    assert rows[str(finished)][1:6] == [
+        "finished",
+        "4/4",
+        f"{last['critic/score/mean']:.3f}",
+        f"{last['grader/acc']:.3f}",
+        "-",
+    ]
+    # running: step 2 of 4, and the time left as the step table gives it (the median step of the
+    # launch, its first left out) when step 2 has just been logged
+    seconds = [r["data"]["timing_s/step"] for r in records[:2]]
+    assert (live.status, live.step, live.total) == ("running", 2, 4)
+    assert live.eta_s == pytest.approx(2 * seconds[1])
+    assert live.last["critic/score/mean"] == records[1]["data"]["critic/score/mean"]
+    assert rows[str(running)][1:3] == ["running", "2/4"] and rows[str(running)][5] != "-"
+    assert rows[str(relaunched)][1:6] == [
+        "running",
+        "2/4",
+        f"{records[1]['data']['critic/score/mean']:.3f}",
+        f"{records[1]['data']['grader/acc']:.3f}",
+        "-",  # no step of this launch yet: no time per step
+    ]
+    assert rows[str(elsewhere)][1:3] == ["running", "2/4"] and rows[str(gone)][1:3] == ["failed", "2/4"]
+    assert rows[str(killed)][1:3] == ["failed", "2/4"] and "stopped without a word" in " ".join(
+        rows[str(killed)]
+    )
+    assert rows[str(crashed)][1:3] == ["failed", "2/4"]
+    assert " ".join(rows[str(crashed)]).endswith("RayTaskError: the actor died")
+    assert f"{damaged}/metrics/{metrics.name} line 2 is not a step record" in " ".join(rows[str(damaged)])
+    # once the launch has gone, the same folder is no longer running
+    assert runs.inspect(running).status == "failed"
+
+
+def test_runs_compare_overlays_runs_joined_by_step_and_replaces_only_a_png_of_its_own(e2e, tmp_path, capsys):
+    """`python -m recipes.runs compare` on the reference run and a copy derived from it as if
+    resumed (its metrics in two launches' files, the second repeating step 3 with another reward):
+    one panel per training metric and one for validation, one line per run through its steps, the
+    repeated step taking the later launch's value. --out refuses a file this tool did not write
+    (exit 2, the file as it was) unless --force, and replaces its own; a folder that is not a run
+    is named (exit 2, nothing written)."""
+    from recipes import runs
+
+    reference, _ = e2e.reference()
+    resumed = copy_run(reference, tmp_path / "resumed")
+    metrics = sorted((resumed / "metrics").glob("*.jsonl"))[-1]
+    lines = metrics.read_text().splitlines(keepends=True)
+    again = json.loads(lines[2])
+    again["data"]["critic/score/mean"] = -1.0
+    metrics.write_text("".join(lines[:3]))
+    (resumed / "metrics" / "99999999-999999.jsonl").write_text(json.dumps(again) + "\n" + "".join(lines[3:]))
+    joined = runs.records(resumed)
+    assert sorted(joined) == [1, 2, 3, 4] and joined[3]["critic/score/mean"] == -1.0
+
+    fig = runs.figure({"reference": runs.records(reference), "resumed": joined})
+    panels = {ax.get_title(): ax for ax in fig.axes if ax.get_visible()}
+    assert list(panels) == [
+        "reward",
+        "accuracy",
+        "entropy",
+        "response length (tokens)",
+        "validation: toy_arithmetic/acc/mean@1",
+    ]
+    reward = [list(line.get_ydata()) for line in panels["reward"].lines]
+    expected = [r["data"]["critic/score/mean"] for r in metrics_of(reference)]
+    assert reward == [expected, [*expected[:2], -1.0, expected[3]]]
+    val = [(list(line.get_xdata()), list(line.get_ydata())) for line in panels[list(panels)[-1]].lines]
+    assert val[0][0] == [3, 4]  # validation ran at steps 3 and 4 (trainer.test_freq=3)
+
+    out = tmp_path / "compare.png"
+    out.write_bytes(b"someone's picture")
+    args = ["compare", str(reference), str(resumed), "--out", str(out)]
+    assert runs.main(args) == 2 and out.read_bytes() == b"someone's picture"
+    assert runs.main([*args, "--force"]) == 0 and out.read_bytes().startswith(b"\x89PNG")
+    made = out.stat().st_mtime_ns
+    assert runs.main(args) == 0 and out.stat().st_mtime_ns != made  # its own: replaced without --force
+    assert runs.main(["compare", str(reference), str(tmp_path), "--out", str(tmp_path / "b.png")]) == 2
+    assert not (tmp_path / "b.png").exists()
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and err[0].startswith(
+        f"recipes.runs: --out {out} was not written by python -m recipes.runs compare;"
+    )
+    assert (
+        err[1] == f"recipes.runs: {tmp_path} is not a run folder of recipes.train (no metrics/ folder in it)"
+    )

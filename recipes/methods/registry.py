@@ -31,8 +31,17 @@ from recipes.methods.base import Method
 from recipes.settings import ConfigError, describe, load, markdown, yaml_lines
 
 
-def _baseline(name: str, summary: str) -> Method:
-    return Method(name, summary, baseline=True)
+def _baseline(name: str, summary: str, check=None) -> Method:
+    return Method(name, summary, baseline=True, check=check)
+
+
+def _no_std(cfg, settings) -> None:
+    """Dr. GRPO's advantage is R_i - mean_G R: dividing it by the group's std is GRPO's (its sec. 3.2)."""
+    if OmegaConf.select(cfg, "algorithm.norm_adv_by_std_in_grpo"):
+        raise ConfigError(
+            "algorithm.norm_adv_by_std_in_grpo=true contradicts method dr_grpo, whose advantage is not divided "
+            "by the group's std (configs/method/dr_grpo.yaml sets false): drop the override, or use method grpo."
+        )
 
 
 def active_names(cfg) -> list[str]:
@@ -84,7 +93,7 @@ def _registry() -> dict[str, Method]:
     methods = [
         _baseline("grpo", "GRPO (Shao et al. 2024, DeepSeekMath eq. 3)"),
         _baseline("dapo", "DAPO (Yu et al. 2025, arXiv 2503.14476)"),
-        _baseline("dr_grpo", "Dr. GRPO (Liu et al. 2025, arXiv 2503.20783)"),
+        _baseline("dr_grpo", "Dr. GRPO (Liu et al. 2025, arXiv 2503.20783)", check=_no_std),
         prompt_aug.METHOD,
         ta_grpo.METHOD,
         cw_grpo.METHOD,
