@@ -329,6 +329,7 @@ if [[ $1 == -c ]]; then  # the cluster probe: "<nodes> <gpus>"
     exit 0
 fi
 if [[ $3 == --check ]]; then  # the preflight
+    printf '%s\\0' "$@" >"$FAKE_DIR/check_args"
     echo "preflight: ok platform=gpu offline=0 done=${FAKE_DONE:-0}"
     exit 0
 fi
@@ -449,6 +450,45 @@ def test_real_path_a_finished_run_starts_no_ray_cluster(fake):
     # recipes.train itself, without --check, says `done: already trained ...`
     args = (tmp_path / "train_args").read_text().split("\0")[:-1]
     assert args == ["-m", "recipes.train", "experiment=foo", "trainer.nnodes=2"]
+
+
+def _args_file(path: Path) -> list[str]:
+    return path.read_text().split("\0")[:-1]
+
+
+def test_preflight_and_finished_run_get_the_training_commands_arguments_output_dir_included(fake):
+    """OUTPUT_DIR names the run folder for the preflight (`--check`: its same-run and done checks)
+    and the finished-run path too, not only for the training: all three get one argument list. The
+    only difference: GPUS_PER_NODE given by neither the user nor Slurm is added after the
+    preflight, which learns the platform it defaults from."""
+    tmp_path, env = fake
+    env.update(FAKE_PROBE="2 16", OUTPUT_DIR="/ckpt/run 1")
+    ours = ["recipes.output_dir=/ckpt/run 1", *USER_ARGS, "trainer.nnodes=2"]
+    for gpus in ("4", None):
+        given = [f"trainer.n_gpus_per_node={gpus}"] if gpus else []
+        env.pop("GPUS_PER_NODE", None)
+        if gpus:
+            env["GPUS_PER_NODE"] = gpus
+        for done in ("0", "1"):
+            for name in ("check_args", "train_args", "log"):
+                (tmp_path / name).unlink(missing_ok=True)
+            env["FAKE_DONE"] = done
+            proc = _sbatch(env, *USER_ARGS)
+            assert proc.returncode == 0, proc.stderr
+            assert _args_file(tmp_path / "check_args") == ["-m", "recipes.train", "--check", *ours, *given]
+            trained = _args_file(tmp_path / "train_args")
+            started = [line for line in _log(tmp_path) if line.startswith("ray start")]
+            if done == "1":  # recipes.train itself says `done:`, with no Ray cluster
+                assert trained == ["-m", "recipes.train", *ours, *given] and not started
+            else:
+                assert trained == ["-m", "recipes.train", *ours, *(given or ["trainer.n_gpus_per_node=8"])]
+                assert len(started) == 2
+    # the dry run prints the same preflight
+    proc = _dry_run(USER_ARGS, OUTPUT_DIR="/ckpt/run 1", GPUS_PER_NODE="4", SLURM_NNODES="2")
+    cmds = _commands(proc.stdout)
+    preflight = [c for c in cmds if "--check" in c]
+    assert len(preflight) == 1 and _train_args(preflight[0]) == ["--check", *_train_args(_train(cmds))]
+    assert _train_args(_train(cmds)) == [*ours, "trainer.n_gpus_per_node=4"]
 
 
 def test_real_path_ray_auth_can_be_given_or_disabled(fake):

@@ -6,9 +6,12 @@ One run goes through its life as a user's would: trained on both nodes (a Ray he
 worker on node2, verl's FSDP over the two) and `scancel`ed mid-step (the teardown ends every
 process of the job on both nodes inside Slurm's kill wait), resubmitted (it resumes from the last
 checkpoint and finishes), resubmitted again (it says it is done, with no Ray cluster started),
-converted with convert.sbatch and evaluated with eval_iterative.sbatch. Two failures must be
-quick and clear: a node whose `ray start` fails, and a bad Hydra override (before any `ray
-start`, exit 2).
+converted with convert.sbatch and evaluated with eval_iterative.sbatch. Its jobs name their folder
+with OUTPUT_DIR, as docs/slurm.md shows, while the default folder (outputs/<project>/demo_cpu,
+relative to the submit directory, a folder of the test's own) holds another run: every step of
+train.sbatch (its preflight, its finished-run path, the training) must use OUTPUT_DIR, not that
+one. Two failures must be quick and clear: a node whose `ray start` fails, and a bad Hydra override
+(before any `ray start`, exit 2).
 
 `pytest -m slurm` runs only these; the module brings the cluster up and tears it down.
 """
@@ -30,6 +33,8 @@ from pathlib import Path
 import pytest
 
 from recipes.platforms.cpu_vllm import carries, shm_files
+from recipes.run_folder import resolved_yaml
+from recipes.train import compose
 
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER = REPO / "scripts" / "slurm" / "local_cluster.sh"
@@ -48,10 +53,34 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def checkout_with_another_run(folder: Path) -> tuple[Path, Path]:
+    """A submit directory (train.sbatch's REPO_DIR: the jobs' working directory) whose default run
+    folder for `experiment=demo_cpu` holds another run, finished, differing in data.seed; the
+    directory and that run folder. The code is the repository's (its scripts/ linked; the Python
+    packages are installed in the environment), so the default folder is this test's, never the
+    repository's outputs/."""
+    checkout = folder / "checkout"
+    checkout.mkdir()
+    (checkout / "scripts").symlink_to(REPO / "scripts", target_is_directory=True)
+    other = compose(["experiment=demo_cpu", "data.seed=7"])
+    default = checkout / other.recipes.output_dir
+    (default / "checkpoints").mkdir(parents=True)
+    (default / "config.yaml").write_text(resolved_yaml(other))
+    (default / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("5")
+    return checkout, default
+
+
+def folder_state(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, recipes_cache):
-    """The local cluster, up for this module; {env} to submit with."""
+    """The local cluster, up for this module; {env} to submit with, the submit directory
+    (checkout) and its default run folder that holds another run (default, its files in
+    default_before)."""
     folder = tmp_path_factory.mktemp("slurm")
+    checkout, default = checkout_with_another_run(folder)
     env = {
         **os.environ,
         "LOCAL_SLURM_DIR": str(folder / "cluster"),
@@ -74,7 +103,13 @@ def cluster(tmp_path_factory, recipes_cache):
         RAY_DEDUP_LOGS="0",
     )
     try:
-        yield {"env": env, "dir": folder}
+        yield {
+            "env": env,
+            "dir": folder,
+            "checkout": checkout,
+            "default": default,
+            "default_before": folder_state(default),
+        }
     finally:
         down = subprocess.run(
             ["bash", str(CLUSTER), "down"], env=env, capture_output=True, text=True, timeout=120
@@ -104,12 +139,14 @@ def ends_the_heavy_part(heavy_part):
     heavy_part()
 
 
-def submit(cluster, script: str, *args: str, sbatch: tuple = (), name: str = "job") -> str:
+def submit(
+    cluster, script: str, *args: str, sbatch: tuple = (), name: str = "job", env: dict | None = None
+) -> str:
     out = cluster["dir"] / f"{name}-%j.out"
     proc = subprocess.run(
         ["sbatch", "--parsable", f"--output={out}", *sbatch, str(REPO / "scripts" / "slurm" / script), *args],
-        cwd=REPO,
-        env=cluster["env"],
+        cwd=cluster["checkout"],
+        env={**cluster["env"], **(env or {})},
         capture_output=True,
         text=True,
         timeout=60,
@@ -176,12 +213,12 @@ def leftovers(job: str, shm_before: set[str], not_ours, within: float = 10.0) ->
 
 
 # ------------------------------------------------------------------------------ the run's life
-def train_args(out: Path, steps: int) -> list[str]:
+def train_args(steps: int) -> list[str]:
+    """(The run folder comes from OUTPUT_DIR.)"""
     return [
         "experiment=demo_cpu",
         f"trainer.total_training_steps={steps}",
         "trainer.save_freq=1",
-        f"recipes.output_dir={out}",
         "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
         # the demo's 32 samples per step over two workers: 16 each
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
@@ -194,7 +231,19 @@ STEPS = 2  # the run's length: scancel'ed after checkpoint 1, the resubmission t
 
 
 def two_node_job(cluster, out: Path, name: str) -> str:
-    return submit(cluster, "train.sbatch", *train_args(out, STEPS), sbatch=("--nodes=2", *CPU_JOB), name=name)
+    return submit(
+        cluster,
+        "train.sbatch",
+        *train_args(STEPS),
+        sbatch=("--nodes=2", *CPU_JOB),
+        name=name,
+        env={"OUTPUT_DIR": str(out)},
+    )
+
+
+def checked_in(log: str, out: Path) -> bool:
+    """The job's preflight named OUTPUT_DIR's folder."""
+    return f"-m recipes.train --check recipes.output_dir={out} experiment=demo_cpu" in log
 
 
 @pytest.fixture(scope="module")
@@ -226,7 +275,7 @@ def run(cluster, heavy_part, shm_not_ours):
 
 def test_two_node_job_trains_with_a_ray_node_on_each(run):
     log, out = run["train"]["log"], run["out"]
-    assert "preflight: ok platform=cpu offline=1 done=0" in log, log[-4000:]
+    assert "preflight: ok platform=cpu offline=1 done=0" in log and checked_in(log, out), log[-4000:]
     assert re.search(r"nodelist=node1 ray start --head", log) and re.search(
         r"nodelist=node2 ray start --address=127\.0\.0\.1:", log
     )
@@ -269,6 +318,7 @@ def test_the_resubmission_resumes_from_the_last_checkpoint_and_finishes(run):
         in run_log
     )
     assert not resume["left"] and "[sweep_job" in resume["log"]
+    assert checked_in(resume["log"], out)
 
 
 def test_convert_and_iterative_evaluation_jobs_on_the_run(cluster, run):
@@ -318,9 +368,10 @@ def test_a_node_whose_ray_start_fails_ends_the_job_in_one_line(cluster, ends_the
     job = submit(
         {**cluster, "env": {**cluster["env"], "RAY_TMPDIR": str(env_tmp)}},
         "train.sbatch",
-        *train_args(out, 1),
+        *train_args(1),
         sbatch=("--nodes=2", *CPU_JOB),
         name="broken",
+        env={"OUTPUT_DIR": str(out)},
     )
     log = wait_done(cluster, job, 180, "broken")
     assert time.monotonic() - started < 120, log[-3000:]
@@ -336,9 +387,11 @@ def test_resubmitting_a_finished_run_says_it_is_done(cluster, run):
     log = wait_done(cluster, job, 300, "again")
     assert exit_status(cluster, job) == 0, log[-3000:]
     assert f"done: already trained to step {STEPS}" in log
-    # found in the preflight: no Ray node is started for a run with nothing to do
+    # found in the preflight, in OUTPUT_DIR: no Ray node is started for a run with nothing to do
     assert "preflight: ok platform=cpu offline=1 done=1" in log and "no Ray cluster started" in log
-    assert "ray start" not in log
+    assert checked_in(log, run["out"]) and "ray start" not in log
+    # and the default folder's run is as it was: no job of the module wrote there
+    assert folder_state(cluster["default"]) == cluster["default_before"]
 
 
 def test_a_bad_override_fails_before_any_ray_start(cluster):
@@ -351,5 +404,5 @@ def test_a_bad_override_fails_before_any_ray_start(cluster):
         name="bad",
     )
     log = wait_done(cluster, job, 180, "bad")
-    assert "config error: trainer.total_training_steps='abc' must be an integer >= 1." in log, log[-3000:]
+    assert "config error: trainer.total_training_steps='abc' must be an integer >= 1" in log, log[-3000:]
     assert "ray start" not in log and exit_status(cluster, job) == 2
