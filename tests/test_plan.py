@@ -1,6 +1,6 @@
 """recipes/plan.py: parameter counts against the models' published sizes and a real model's own
 count, the memory and disk arithmetic against values worked out by hand, and the command on every
-preset (no default preset over an 80 GB GPU or 500 GB of disk)."""
+preset (no default preset over an 80 GB GPU or 500 GiB of disk); bad arguments."""
 
 import json
 import re
@@ -17,7 +17,7 @@ from recipes.train import compose
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = sorted(p.stem for p in (REPO / "configs" / "experiment").glob("*.yaml"))
 LAST = re.compile(
-    r"^plan: peak_gib_per_gpu=(\d+\.\d) gpu_gib=(\d+\.\d) checkpoint_gb=(\d+\.\d) run_disk_gb=(\d+) fits=(yes|no)$"
+    r"^plan: peak_gib_per_gpu=(\d+\.\d) gpu_gib=(\d+\.\d) checkpoint_gib=(\d+\.\d) run_disk_gib=(\d+) fits=(yes|no)$"
 )
 GIB = 2**30
 
@@ -78,9 +78,9 @@ def test_memory_and_disk_of_the_prompt_aug_preset_by_hand():
         e.notes
     )
     # disk: 60 epochs x (8,523 // 128 = 66) = 3,960 steps, a save every 40: 99; 2 whole (12 bytes a
-    # parameter) + 99 HF (2 bytes)
-    assert (e.checkpoint_gb, e.hf_gb) == pytest.approx((12 * p / 1e9, 2 * p / 1e9))
-    assert e.run_disk_gb == pytest.approx((2 * 12 * p + 99 * 2 * p) / 1e9)
+    # parameter) + 99 HF (2 bytes), in GiB like the GPU's memory
+    assert (e.checkpoint_gib, e.hf_gib) == pytest.approx((12 * p / GIB, 2 * p / GIB))
+    assert e.run_disk_gib == pytest.approx((2 * 12 * p + 99 * 2 * p) / GIB)
     assert "3,960 steps, 99 saves (every 40)" in " ".join(e.notes)
 
 
@@ -96,8 +96,8 @@ def test_offloading_and_retention_change_what_they_should():
     assert kept.rows[-1][1] == pytest.approx(e.rows[-1][1] + 8 * p / 4 / GIB)
     # every save whole (verl's default) against the GPU platform's 2 whole + HF weights: 4 saves
     whole = pl.estimate(compose([*base, "recipes.checkpoints.keep_full=null"]))
-    assert whole.run_disk_gb == pytest.approx(4 * 12 * p / 1e9)
-    assert e.run_disk_gb == pytest.approx((2 * 12 * p + 4 * 2 * p) / 1e9)
+    assert whole.run_disk_gib == pytest.approx(4 * 12 * p / GIB)
+    assert e.run_disk_gib == pytest.approx((2 * 12 * p + 4 * 2 * p) / GIB)
     assert pl.saves(100, 25) == 4 and pl.saves(101, 25) == 5 and pl.saves(10, 0) == 0
 
 
@@ -123,11 +123,40 @@ def test_the_command_exits_3_when_it_does_not_fit_and_0_when_it_does(capsys):
     assert code == 3 and "OVER: the peak" in out and LAST.match(out.splitlines()[-1]).group(5) == "no"
     code, out = plan(*fixed, "--gpu-gib", "139.8")  # fits an H200
     assert code == 0 and out.splitlines()[-1].endswith("fits=yes")
-    code, out = plan("experiment=prompt_aug_qwen2_5_math_1_5b", "trainer.save_freq=20")  # 198 saves: 648 GB
-    assert code == 3 and "OVER: the run writes 648 GB, more than 500 GB" in out
+    code, out = plan("experiment=prompt_aug_qwen2_5_math_1_5b", "trainer.save_freq=20")  # 198 saves: 604 GiB
+    assert code == 3 and "OVER: the run writes 604 GiB, more than 500 GiB (--disk-gib)" in out
+    code, out = plan("experiment=prompt_aug_qwen2_5_math_1_5b", "trainer.save_freq=20", "--disk-gib", "610")
+    assert code == 0 and out.splitlines()[-1].endswith("run_disk_gib=604 fits=yes")
     # the command itself, as a user runs it: a config error is one line and exit 2
     bad = _plan("experiment=cw_grpo_open_rs", "trainer.save_freqq=3")
     assert bad.returncode == 2 and bad.stderr.startswith("config error:")
+
+
+def test_bad_sizes_and_flags_are_one_line_naming_the_argument_and_exit_2(capsys):
+    """nan, inf, 0, negative or non-numeric sizes (nan and inf were tracebacks); the old --disk-gb
+    (GB, beside --gpu-gib in GiB) and Hydra's own flags, which plan nothing (a Hydra traceback)."""
+    bad = [
+        ("--gpu-gib", "nan"),
+        ("--gpu-gib", "inf"),
+        ("--gpu-gib", "0"),
+        ("--gpu-gib", "-80"),
+        ("--disk-gib", "nan"),
+        ("--disk-gib", "-1"),
+        ("--disk-gib", "lots"),
+        ("--disk-gb", "500"),
+        ("--cfg", "job"),
+    ]
+    said = {}
+    for flag, value in bad:
+        with pytest.raises(SystemExit) as exit_:
+            pl.main([flag, value, "experiment=first_gpu_run"])
+        err = capsys.readouterr()
+        lines = err.err.strip().splitlines()
+        assert exit_.value.code == 2 and err.out == "", (flag, value)
+        assert lines[0].startswith("usage: python -m recipes.plan") and len(lines) == 2, lines
+        assert lines[1].startswith("python -m recipes.plan: error: ") and flag in lines[1], lines
+        said[flag] = lines[1]
+    assert said["--disk-gb"].endswith("(the disk is --disk-gib, in GiB like --gpu-gib)")
 
 
 def test_every_preset_has_a_plan_and_the_defaults_fit():
@@ -135,12 +164,12 @@ def test_every_preset_has_a_plan_and_the_defaults_fit():
         e = pl.estimate(compose([f"experiment={name}"]))
         line = pl.report(e).splitlines()[-1]
         assert LAST.match(line), (name, line)
-        if "cpu" not in name:  # the GPU presets on 80 GB H100s and 500 GB of disk
-            assert e.fits and e.peak_gib <= 79.6 and e.run_disk_gb <= 500, (name, line)
+        if "cpu" not in name:  # the GPU presets on 80 GB H100s and 500 GiB of disk
+            assert e.fits and e.peak_gib <= 79.6 and e.run_disk_gib <= 500, (name, line)
             # and each says so in its own file, as the plan computes it today
             stated = (
                 f"# Plan (python -m recipes.plan): peak {e.peak_gib:.1f} GiB per GPU, "
-                f"{e.run_disk_gb:.0f} GB of disk for the default run.\n"
+                f"{e.run_disk_gib:.0f} GiB of disk for the default run.\n"
             )
             assert stated in (REPO / "configs" / "experiment" / f"{name}.yaml").read_text(), name
 

@@ -148,9 +148,15 @@ def check_driver(driver: str | None, cuda: str | None) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if argv != ["driver"]:
-        print("usage: python -m recipes.platforms.gpu driver", file=sys.stderr)
-        return 2
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="python -m recipes.platforms.gpu",
+        description="driver: check that this node's NVIDIA driver is new enough for torch's CUDA, in one line.",
+        epilog="exit status: 0 it is; 2 it is not, or no driver or no CUDA torch here (one line saying which)",
+    )
+    p.add_argument("command", choices=["driver"])
+    p.parse_args(argv)
     try:
         print(check_driver(driver_version(), torch_cuda()), flush=True)
     except ConfigError as exc:

@@ -23,9 +23,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from verl.trainer.ppo.core_algos import get_policy_loss_fn  # noqa: E402
 
-import recipes.methods.cw_grpo as cw  # noqa: E402  (registers the cw_grpo losses)
+def cw_grpo():
+    """recipes.methods.cw_grpo, which registers the cw_grpo losses with verl: imported when first
+    needed, so that --help and a bad argument answer without importing verl (~7 s)."""
+    import recipes.methods.cw_grpo as cw
+
+    return cw
 
 
 class PolicyLoss:
@@ -75,6 +79,7 @@ def weights_error(tensors, device: torch.device) -> str:
     `device` against float64 on the CPU from the same (rounded) log-probs: the error of the
     statistics themselves, which cw_weights keeps in float32 at least."""
     _, log_prob, adv, mask = (t.cpu() for t in tensors)
+    cw = cw_grpo()
     parts = []
     for dtype in (torch.float32, torch.bfloat16):
         lp = log_prob.to(dtype)
@@ -86,6 +91,9 @@ def weights_error(tensors, device: torch.device) -> str:
 
 def time_losses(names: list[str], tensors, repeats: int) -> dict[str, float]:
     """Median seconds per loss; the losses take turns, so drift in the machine's speed hits all."""
+    from verl.trainer.ppo.core_algos import get_policy_loss_fn
+
+    cw_grpo()
     fns = {n: get_policy_loss_fn(n) for n in names}
     for fn in fns.values():  # warm-up
         time_once(fn, tensors)
@@ -96,13 +104,13 @@ def time_losses(names: list[str], tensors, repeats: int) -> dict[str, float]:
     return {n: statistics.median(t) for n, t in times.items()}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--responses", type=int, default=64)
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=41)
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    args = parser.parse_args()
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="(default cpu)")
+    args = parser.parse_args(argv)
     device = torch.device(args.device)
     tensors = tuple(t.to(device) for t in batch(args.responses, args.tokens))
     if device.type != "cpu":

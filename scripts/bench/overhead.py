@@ -265,7 +265,7 @@ def _parts(plain: dict, ours: dict) -> list[tuple[str, float, float]]:
 def report(summary: dict) -> str:
     """The tables of summary.md."""
     lines = [
-        "| model | run | start-up s | s/step (steps 2+) | peak RSS GB | steps |",
+        "| model | run | start-up s | s/step (steps 2+) | peak RSS GiB | steps |",
         "|---|---|---:|---:|---:|---:|",
     ]
     for model, c in summary["models"].items():

@@ -182,7 +182,7 @@ def main() -> None:
     first = next(iter(results.values()))
     base = first["tokens"] / first["gen_s"]
     print()
-    print(f"| contender | start-up s | generation s | tokens/s | vs {next(iter(results))} | peak RSS GB |")
+    print(f"| contender | start-up s | generation s | tokens/s | vs {next(iter(results))} | peak RSS GiB |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, r in results.items():
         rate = r["tokens"] / r["gen_s"]
