@@ -218,7 +218,13 @@ def wandb_run(folder: Path) -> tuple[str, str] | None:
     if not runs:
         return None
     name = runs[-1].name
-    return name.rsplit("-", 1)[1], "offline" if name.startswith("offline-") else "online"
+    run_id = name.split("run-", 1)[1][16:]  # after the %Y%m%d_%H%M%S start time
+    # wandb adds -1, -2, ... to the folder of a run that starts in the same second as one of the
+    # same id (the training run and its resumption); the run's file is run-<id>.wandb all the same
+    files = list(runs[-1].glob("run-*.wandb"))
+    if len(files) == 1:
+        run_id = files[0].name[len("run-") : -len(".wandb")]
+    return run_id, "offline" if name.startswith("offline-") else "online"
 
 
 def log_to_wandb(folder: Path, project: str, step: int, summary: dict) -> bool:

@@ -170,7 +170,20 @@ def wandb_history(path: Path) -> list[dict]:
     return rows
 
 
-@pytest.mark.slow  # starts wandb's service twice
+def test_wandb_run_is_the_newest_folders_run_even_with_wandbs_same_second_suffix(tmp_path):
+    """wandb names a run's folder [offline-]run-<start second>-<id>, and adds -1, -2, ... when a
+    folder of that name exists already: the id is the run file's, run-<id>.wandb."""
+    from eval.iterate import wandb_run
+
+    for name in ("offline-run-20260101_120000-ab12cd34", "offline-run-20260101_120000-ab12cd34-1"):
+        (tmp_path / "wandb" / name).mkdir(parents=True)
+        (tmp_path / "wandb" / name / "run-ab12cd34.wandb").write_bytes(b"")
+    assert wandb_run(tmp_path) == ("ab12cd34", "offline")
+    (tmp_path / "wandb" / "run-20260101_120001-ef56gh78").mkdir()  # online, a second later, no file
+    assert wandb_run(tmp_path) == ("ef56gh78", "online")
+
+
+@pytest.mark.slow  # two runs through wandb's service, which it then tears down
 def test_eval_results_reach_the_training_runs_wandb_run(tmp_path, monkeypatch):
     """A run that logged to wandb offline into its folder (as verl's logger does with WANDB_DIR set
     by recipes.train): the eval results are logged to that same run, resumed by its id, against
@@ -197,8 +210,14 @@ def test_eval_results_reach_the_training_runs_wandb_run(tmp_path, monkeypatch):
         "per_question_average": {"accuracy": {"mean": 0.4}},
     }
     assert log_to_wandb(tmp_path, "proj", 20, summary)
-    runs = sorted((tmp_path / "wandb").glob(f"offline-run-*-{train.id}"))
+    # run.finish() only tells wandb's service (wandb-core) that the run is done, without waiting:
+    # the service writes the file's last block when it closes the run, maybe after we read it.
+    # teardown() waits for the service to close every run and exit.
+    wandb.teardown()
+    # the resumption's folder ends in -1 when it started in the same second as the training run
+    runs = sorted((tmp_path / "wandb").glob(f"offline-run-*-{train.id}*"))
     assert len(runs) == 2  # the training run, and its resumption by eval.iterate
+    assert wandb_run(tmp_path) == (train.id, "offline")  # the next step resumes the same run
     rows = wandb_history(runs[-1] / f"run-{train.id}.wandb")
     assert len(rows) == 1
     assert rows[0]["eval/training_step"] == 20 and rows[0]["eval/math500"] == pytest.approx(42.0)
