@@ -33,8 +33,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # The `grader` fixture (conftest) and the compute_score calls below use this time limit.
 TEST_TIMEOUT_S = 2.0
 # One hung task costs one time limit; a hostile sample needs at most its verify task (the
-# ground truth "1" parses at once) plus worker replacement and a loaded CI machine.
-BOUND_S = TEST_TIMEOUT_S + 3.0
+# ground truth "1" parses at once) plus worker replacement on a loaded machine: factorial_tower took
+# 6.4 s at a load average of 20 on 2 cores (5.0 s on the code before), so the slack is 10 s. Without
+# the limit these inputs do not finish at all: the bound tells a bounded grader from a hung one, not
+# how fast the machine is.
+BOUND_S = TEST_TIMEOUT_S + 10.0
 
 DEEP = "(" * 5000 + "1" + ")" * 5000
 HOSTILE = {
