@@ -370,6 +370,9 @@ def _labels(paths: list[Path]) -> list[str]:
 
 
 # ------------------------------------------------------------------------------- command line
+DEFAULT_DIR = "outputs"  # where runs go by default (outputs/<project>/<experiment>), from where they start
+
+
 def _fail(message: str) -> int:
     print(f"recipes.runs: {message}", file=sys.stderr)
     return 2
@@ -385,10 +388,13 @@ def list_main(argv: Sequence[str]) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "dir", nargs="?", default="outputs", metavar="DIR", help="folder holding runs (default: outputs)"
+        "dir", nargs="?", default=DEFAULT_DIR, metavar="DIR", help="folder holding runs (default: outputs)"
     )
     args = p.parse_args(argv)
     root = Path(args.dir)
+    if not root.exists() and args.dir == DEFAULT_DIR:  # nothing trained from this folder yet
+        print(f"no runs under {root} (a run writes there: python -m recipes.train experiment=demo_cpu)")
+        return 0
     if not root.exists():
         return _fail(f"{root}: no such folder")
     if not root.is_dir():

@@ -15,7 +15,7 @@ from recipes import console, runs
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_runs_with_a_bad_dir_says_so_in_one_line_and_exits_2(tmp_path):
+def test_runs_with_a_bad_dir_says_so_in_one_line_and_exits_2(tmp_path, monkeypatch, capsys):
     """A folder that does not exist or is a file: one line, exit 2, no traceback (the command line
     itself once); a folder with no run in it is not an error."""
     proc = subprocess.run(
@@ -33,6 +33,9 @@ def test_runs_with_a_bad_dir_says_so_in_one_line_and_exits_2(tmp_path):
     assert runs.main([str(tmp_path / "file")]) == 2
     (tmp_path / "empty" / "logs").mkdir(parents=True)  # logs/ without config.yaml: not a run
     assert runs.main([str(tmp_path / "empty")]) == 0
+    # a new user's first look, before any run: no outputs/ here yet, which is not an error
+    monkeypatch.chdir(tmp_path / "empty")
+    assert runs.main([]) == 0 and "no runs under outputs" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
