@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -31,6 +32,18 @@ ANSWER_COLUMNS = ("answer", "final_answer", "solution")
 ID_COLUMNS = ("unique_id", "id", "Record ID", "idx")
 CHOICE_SEED = 0
 CHOICE_INSTRUCTION = "Answer with the letter of the correct choice."
+# JSON and Python read `\f`, `\b` and `\t` as control characters, and some published copies lost
+# the backslash of `\frac`, `\binom` or `\triangle` that way (3 of the 30 rows of a math-ai/aime25
+# export). A form feed or a backspace never belongs in a problem; a tab does (Asymptote code), so
+# only a tab that starts a LaTeX command is put back.
+_LOST_TAB = re.compile(
+    r"\t(?=(?:riangle|imes|heta|extbf|extit|extrm|ext|frac|ilde|binom|an|au|op|o)(?![A-Za-z]))"
+)
+
+
+def repair_escapes(text: str) -> str:
+    """`text` with the LaTeX backslashes that JSON escapes turned into control characters put back."""
+    return _LOST_TAB.sub(r"\\t", text.replace("\x0c", "\\f").replace("\x08", "\\b"))
 
 
 class BenchmarkError(ValueError):
@@ -133,6 +146,7 @@ def _choice_question(where: str, i: int, qid: str, row: dict) -> Question:
     col, problem = _first(row, QUESTION_COLUMNS)
     if col is None:
         raise _missing(where, i, "question", QUESTION_COLUMNS, row)
+    problem = repair_escapes(str(problem))
     if "Correct Answer" in row:
         texts = [row.get("Correct Answer")] + [row.get(f"Incorrect Answer {j}") for j in (1, 2, 3)]
         for name, text in zip(
@@ -173,7 +187,7 @@ def _math_question(where: str, i: int, qid: str, row: dict) -> Question:
         raise _missing(where, i, "answer", ANSWER_COLUMNS, row)
     if acol == "solution" and isinstance(answer, str):
         answer = last_boxed(answer) or answer
-    return Question(qid, str(problem), answer)
+    return Question(qid, repair_escapes(str(problem)), answer)
 
 
 def _kind_of(name: str, rows: list[dict]) -> Kind:

@@ -59,6 +59,10 @@ _PHRASE_RE = re.compile(r"(?:final answer|the answer) is", re.IGNORECASE)
 _NUMBER_RE = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?(?:/\d+)?|-?\.\d+")
 _INLINE_MATH_RE = re.compile(r"\$\$?(.+?)\$\$?", re.DOTALL)
 _PERCENT_RE = re.compile(r"\\?%")
+# Python's notation in published answers (Minerva): `4.5e33`, `-1./3`, `np.arcsin(...)`.
+_E_NUMBER_RE = re.compile(r"([-+]?\d{1,40}(?:\.\d{1,40})?)[eE]([-+]?\d{1,6})")
+_PY_FRACTION_RE = re.compile(r"([-+]?\d{1,40})\.?/(\d{1,40})\.?")
+_NUMPY_RE = re.compile(r"\bnp\.(arcsin|arccos|arctan|sinh|cosh|tanh|sin|cos|tan|exp|log|sqrt|pi)\b")
 # Plain numbers: integers, decimals, a/b and \frac{a}{b}, optionally in degrees. Bounded digit
 # counts, no exponents: turning one into a Fraction is always cheap.
 _DEC = r"-?(?:\d{1,40}(?:\.\d{1,40})?|\.\d{1,40})"
@@ -257,11 +261,18 @@ def extract_answer(response: Any, mode: Mode = "lenient") -> Extraction:
 
 def clean_answer(answer: str) -> str:
     """Normalize an answer string before math-verify sees it: strip whitespace, surrounding `$`,
-    and percent signs (MATH writes `50\\%` where a model writes `50`; math-verify keeps them apart)."""
+    and percent signs (MATH writes `50\\%` where a model writes `50`; math-verify keeps them apart),
+    and write an answer in Python's notation in LaTeX: Minerva publishes `4.5e33` (math-verify reads
+    4.5·e·33, so a right `4.5 \\times 10^{33}` scored 0), `-1./3` and `np.arcsin(10/13)`."""
     answer = answer.strip()
     if len(answer) >= 2 and answer.startswith("$") and answer.endswith("$"):
         answer = answer.strip("$").strip()
-    return _PERCENT_RE.sub("", answer).strip()
+    answer = _PERCENT_RE.sub("", answer).strip()
+    if m := _E_NUMBER_RE.fullmatch(answer):
+        return f"{m[1]}\\times 10^{{{m[2].lstrip('+')}}}"
+    if m := _PY_FRACTION_RE.fullmatch(answer):
+        return f"{m[1]}/{m[2]}"
+    return _NUMPY_RE.sub(r"\\\1", answer)
 
 
 def numeric_value(answer: str) -> Fraction | None:
