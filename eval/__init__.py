@@ -4,7 +4,8 @@
     python -m eval.iterate CHECKPOINT_ROOT [...]   every checkpoint of a run: convert, evaluate, plot
     python -m eval.convert CHECKPOINT_ROOT [...]   conversion only (verl's model merger)
 
-Modules: `metrics` (pass@k, averages), `benchmarks` (loaders), `grading` (math and letter grading),
+Modules: `protocols` (each paper's evaluation protocol, `--protocol`), `metrics` (pass@k, averages),
+`benchmarks` (loaders), `grading` (math and letter grading),
 `backends` (vLLM and transformers behind one interface), `results` (resumable sample store,
 summary, table), `convert`, `weights` (a model folder's weights against its config), `plot`. The commands and the table they print: docs/eval.md.
 """

@@ -4,9 +4,8 @@
     backend.generate(prompts, decoding, n) -> one list of n `Generation`s per prompt
     backend.close()                                                    # idempotent
 
-`prompts` are token-id lists (the rendered template, tokenized once by the caller with no added
-special tokens: the chat template already wrote any BOS), so both backends see exactly the same
-tokens. One backend serves every benchmark and repeat of its model. A prompt may generate up to
+`prompts` are token-id lists (the rendered template, tokenized once by the caller: eval.run's
+prompt_token_ids), so both backends see exactly the same tokens. One backend serves every benchmark and repeat of its model. A prompt may generate up to
 min(max_new_tokens, max_model_len - its length) tokens (with transformers: its batch's longest
 prompt's); a prompt that leaves no room raises `PromptTooLong`.
 

@@ -11,7 +11,10 @@ HF_ROOT/global_step_N and evaluated by eval.run (every eval.run option applies) 
 RESULTS_ROOT/global_step_N, in a child process of its own; then RESULTS_ROOT/steps.md, steps.json
 and accuracy_vs_step.png are rewritten, and the step's accuracies are added to the run's
 TensorBoard and wandb logs when it has them. Done work is not redone (resume as in eval.run). At
-the end it prints the table and the best step by each average. --watch follows a run still
+the end it prints the table and the best step by each average. Without --protocol, a run whose
+config.yaml (beside CHECKPOINT_ROOT) records `recipes.eval_protocol` is evaluated under that
+paper's protocol (eval/protocols.py), said in one line; --protocol none evaluates it with eval.run's
+defaults. --watch follows a run still
 training until --until-step, or --idle-exit-s seconds without a new checkpoint. Defaults: HF_ROOT =
 hf/ and RESULTS_ROOT = eval/ beside CHECKPOINT_ROOT, never inside a checkpoint or model folder.
 RESULTS_ROOT and HF_ROOT hold only what eval.iterate and eval.convert write; one holding anything
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eval import benchmarks as bm
+from eval import protocols
 from eval.backends import progress_bars
 from eval.convert import (
     IncompleteCheckpoint,
@@ -52,6 +56,7 @@ from eval.run import (
     evaluate,
     int_in,
     number_in,
+    protocol_note,
     summary_settings,
 )
 from recipes.checkpoints import STEP_RE, StepFolderError, default_hf_root, find_steps, latest_step
@@ -133,8 +138,10 @@ def steps_table(rows: list[dict], root: Path) -> str:
                 cells.append(pct(s[key]["pass_at_k"].get(str(kmax))))
         lines.append("| " + " | ".join(cells) + " |")
     best = best_steps(rows)
+    protocol = f"protocol {settings['protocol']}, " if settings.get("protocol") else ""
     text = (
-        f"{root}: {label} accuracy in % per step ({settings['decoding']}, template {settings['template']}, "
+        f"{root}: {label} accuracy in % per step ({protocol}{settings['decoding']}, "
+        f"template {settings['template']}, "
         f"max {settings['max_new_tokens']} new tokens, grading {settings['grading']}); averages: mean ± std "
         f"over the {settings['runs']} runs.\n\n" + "\n".join(lines) + "\n\n"
     )
@@ -198,6 +205,39 @@ def eval_scalars(summary: dict) -> dict[str, float]:
     values["per-benchmark average"] = (summary.get("per_benchmark_average") or {}).get("accuracy")
     values["per-question average"] = (summary.get("per_question_average") or {}).get("accuracy")
     return {f"eval/{k}": 100 * v["mean"] for k, v in values.items() if v and v.get("mean") is not None}
+
+
+def run_protocol(folder: Path) -> str | None:
+    """recipes.eval_protocol of the run's resolved config (recipes.train writes config.yaml), or
+    None: no config.yaml (checkpoints from elsewhere), an older run without the key, or null."""
+    import yaml
+
+    try:
+        value = yaml.safe_load((folder / "config.yaml").read_text())["recipes"]["eval_protocol"]
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return None
+    return None if value is None else str(value)
+
+
+def apply_run_protocol(args: argparse.Namespace, root: Path) -> None:
+    """Without --protocol, the protocol the training run records (config.yaml beside the checkpoint
+    root), said in one line; an unknown recorded name is an EvalError naming the file."""
+    if args.protocol is not None:
+        return
+    name = run_protocol(root.parent)
+    if name is None:
+        return
+    if name not in protocols.PROTOCOLS:
+        raise EvalError(
+            f"{root.parent / 'config.yaml'} records recipes.eval_protocol={name!r}, not a protocol "
+            f"({protocols.names()}); give --protocol NAME or --protocol none"
+        )
+    args.protocol = name
+    print(
+        f"[iterate] protocol {name}: the training run's recipes.eval_protocol ({root.parent / 'config.yaml'}); "
+        "--protocol NAME or --protocol none to evaluate otherwise",
+        flush=True,
+    )
 
 
 def run_project(folder: Path) -> str:
@@ -412,10 +452,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     targets = locate(args, root)
     try:
+        apply_run_protocol(args, root)
         kwargs = check_settings(args, targets)
     except (EvalError, ResultsError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    note = protocol_note(kwargs)
+    if note:
+        print(note, file=sys.stderr, flush=True)
     progress = Progress()
     try:
         follow(args, targets, kwargs, progress)
@@ -526,9 +570,16 @@ def evaluate_step(
             log_to_wandb(targets.wandb_dir, targets.wandb_project, step, summary)
     progress.handled.add(step)
     avg_b, avg_q = summary["per_benchmark_average"], summary["per_question_average"]
+    paper = summary.get("protocol")  # the paper's metric, as the paper averages it
+    said = (
+        f"; {paper['name']}'s {paper['metric']}: "
+        + ", ".join(f"{label} {pct(v)}" for label, v in paper["values"].items())
+        if paper
+        else ""
+    )
     print(
         f"[iterate] {at}: per-benchmark average {pct(avg_b['accuracy']['mean'])}, "
-        f"per-question average {pct(avg_q['accuracy']['mean'])}",
+        f"per-question average {pct(avg_q['accuracy']['mean'])}{said}",
         flush=True,
     )
     write_run_outputs(targets.results_root, targets.root, progress.failed, kwargs)

@@ -1,12 +1,15 @@
 """Evaluate one HuggingFace model on the math benchmarks: greedy avg@R or sampled pass@k.
 
     python -m eval.run --model PATH --out results/NAME                      # the paper's evaluation
+    python -m eval.run --model PATH --out DIR --protocol cw_grpo            # another paper's evaluation
     python -m eval.run --model PATH --out DIR --benchmarks aime24,aime25,amc,olympiadbench,minerva,gpqa_diamond \\
-        --decoding sample --n 32 --k 1,2,4,8,16,32                          # TA-GRPO's pass@k
+        --decoding sample --n 32 --k 1,2,4,8,16,32                          # pass@k of your choosing
     python -m eval.run --model PATH --out DIR --data-dir DATA_DIR --backend hf --limit 20  # local JSONL files
 
 The defaults are the prompt-augmentation paper's evaluation (greedy avg@5 of the `qwen-math`
-template on AIME24, AMC, MATH500, Minerva and OlympiadBench, the last `\\boxed{}` graded). It writes
+template on AIME24, AMC, MATH500, Minerva and OlympiadBench, the last `\\boxed{}` graded);
+`--protocol NAME` sets another paper's (eval/protocols.py; options given beside it win, and the
+results record which). It writes
 OUT/samples.jsonl (every sample, appended as generated), OUT/summary.json, OUT/table.md,
 OUT/config.json and OUT/runs.jsonl; rerunning the same command resumes without generating a
 finished sample again. Backends: vLLM (a GPU, or vLLM's CPU build) or transformers (`--backend hf`).
@@ -27,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from eval import benchmarks as bm
-from eval import metrics
+from eval import metrics, protocols
 from eval.backends import BACKENDS, Backend, Decoding, make_backend, progress_bars
 from eval.convert import int_list
 from eval.grading import grade_responses
@@ -47,7 +50,20 @@ from eval.results import (
 )
 from eval.weights import BadWeights, check_weights
 
-TEMPLATES_EXTRA = ("none", "raw")  # besides the 13 of prompt_templates
+TEMPLATES_EXTRA = ("none", "raw", *protocols.PROMPTS)  # besides the 13 of prompt_templates
+# What an option means when neither it nor a --protocol sets it: the prompt-augmentation paper's
+# evaluation (protocols.PROTOCOLS["prompt_aug"], a test keeps them equal), and for sampling the
+# values TA-GRPO's pass@k used before protocols existed.
+DEFAULTS: dict[str, Any] = {
+    "benchmarks": ",".join(bm.DEFAULT_SUITE),
+    "template": "qwen-math",
+    "decoding": "greedy",
+    "temperature": 0.6,
+    "top_p": 0.95,
+    "max_new_tokens": 3000,
+    "max_model_len": 4096,
+    "grading": "boxed",
+}
 
 
 MAX_RUNS = 1024  # greedy repeats or samples per question: a bound on what one request may ask
@@ -60,9 +76,12 @@ class EvalError(ValueError):
 
 def render_prompt(template: str, problem: str, tokenizer) -> str:
     """The prompt text: a prompt-augmentation template through the model's chat template, `none`
-    (the question as the only user turn of the chat template) or `raw` (the question alone)."""
+    (the question as the only user turn of the chat template), `raw` (the question alone), or a
+    paper protocol's prompt (eval/protocols.py PROMPTS: through the chat template, or raw text)."""
     if template == "raw":
         return problem
+    if template in protocols.PROMPTS:
+        return protocols.PROMPTS[template].render(problem, tokenizer)
     if template == "none":
         messages = [{"role": "user", "content": problem}]
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -71,13 +90,23 @@ def render_prompt(template: str, problem: str, tokenizer) -> str:
     return render(template, problem, tokenizer)
 
 
-def check_template(name: str) -> None:
-    from prompt_templates.templates import TEMPLATES
+def prompt_token_ids(template: str, problem: str, tokenizer) -> list[int]:
+    """The prompt's token ids. A chat-templated prompt is tokenized without added special tokens (the
+    chat template wrote any BOS); a protocol's raw-text prompt with them, as vLLM tokenizes the text
+    prompt the authors gave it (Llama's BOS; Qwen adds none). `raw` keeps its old tokenization, which
+    earlier results were made with."""
+    fmt = protocols.PROMPTS.get(template)
+    special = fmt is not None and not fmt.chat
+    return tokenizer.encode(render_prompt(template, problem, tokenizer), add_special_tokens=special)
 
-    if name not in TEMPLATES and name not in TEMPLATES_EXTRA:
-        raise EvalError(
-            f"unknown template {name!r}; choose one of {', '.join([*TEMPLATES, *TEMPLATES_EXTRA])}"
-        )
+
+def check_template(name: str) -> None:
+    from prompt_templates import templates
+
+    # other papers' fixed training prompts (prompt_templates' PAPER_TEMPLATES) render the same way
+    known = [*templates.TEMPLATES, *getattr(templates, "PAPER_TEMPLATES", {}), *TEMPLATES_EXTRA]
+    if name not in known:
+        raise EvalError(f"unknown template {name!r}; choose one of {', '.join(known)}")
 
 
 def default_backend() -> str:
@@ -167,7 +196,7 @@ class EvalRequest:
     _: KW_ONLY
     data_dir: str | os.PathLike | None = None  # read DIR/<name>.jsonl instead of the HF hub
     limit: int | None = None  # only the first N questions of each benchmark
-    template: str = "qwen-math"  # prompt template: one of prompt_templates, `none` or `raw` (render_prompt)
+    template: str = "qwen-math"  # prompt_templates, `none`, `raw` or a protocol's prompt (render_prompt)
     decoding: Decoding | None = None  # greedy or sampling settings (None: Decoding(), greedy)
     runs: int | None = None  # greedy repeats R (None: 5) or samples per question n (None: 32)
     ks: Sequence[int] = ()  # report pass@k for these k; sampling only, each in 1..runs
@@ -183,6 +212,7 @@ class EvalRequest:
     grader: Any = None  # grades math answers (None: grader.grade.get_grader() when a benchmark is math)
     progress: bool = True  # show a progress bar while generating
     quiet: bool = False  # print nothing (neither the counts nor the table)
+    protocol: str | None = None  # the paper protocol the settings come from (a label; eval_kwargs applies it)
 
     def resolved(self) -> EvalRequest:
         """The request with its defaults filled in: absolute paths, the default decoding, backend and
@@ -255,6 +285,10 @@ def validate(req: EvalRequest) -> None:
         raise EvalError(f"--out {out} is inside the model folder {model_path}: results go elsewhere")
     if not req.benchmarks:
         raise EvalError("--benchmarks names no benchmark")
+    try:
+        protocols.get(req.protocol)
+    except protocols.ProtocolError as e:
+        raise EvalError(str(e)) from None
     # the command line's argparse types check these too; here for callers of evaluate()
     for name, value, high in (
         ("runs (--repeats, --n)", req.runs, MAX_RUNS),
@@ -313,9 +347,7 @@ def encode_prompts(req: EvalRequest, benches: list[bm.Benchmark]) -> dict:
     limit = req.decoding.max_model_len
     for b in benches:
         for q in b.questions:
-            ids = tokenizer.encode(
-                render_prompt(req.template, q.problem, tokenizer), add_special_tokens=False
-            )
+            ids = prompt_token_ids(req.template, q.problem, tokenizer)
             if len(ids) >= limit:
                 raise EvalError(
                     f"benchmark {b.name}, question {q.id} ({b.source}): its prompt is {len(ids):,} tokens, "
@@ -414,8 +446,22 @@ def write_summary(
     to OUT/runs.jsonl, print the table; returns the summary."""
     # summary_settings takes the fields it records by name and ignores the others (as for eval_kwargs)
     summary = summarize(plan.store, plan.benches, summary_settings(**vars(req)))
+    protocol = protocols.get(summary["settings"].get("protocol"))
+    if protocol is not None:  # the paper's metric, averaged as the paper averages it
+        numbers = protocols.paper_numbers(protocol, summary)
+        changed = summary["settings"]["protocol_overrides"]
+        summary["protocol"] = {
+            "name": protocol.name,
+            "paper": protocol.paper,
+            "metric": protocol.metric.name,
+            "values": numbers,
+            "reported": protocol.metric.reported,
+            "overrides": changed,
+        }
     atomic_write_json(req.out / SUMMARY, summary)
     table = format_table(summary)
+    if protocol is not None:
+        table += "\n" + protocols.report_line(protocol, numbers, changed) + "\n"
     atomic_write_text(req.out / TABLE, table)
     with open(req.out / RUNS, "a", encoding="utf-8") as f:
         run = {"started": started, "seconds": round(time.time() - started, 2), "generated": generated}
@@ -485,12 +531,14 @@ def summary_settings(
     ks: Sequence[int],
     grading: str,
     backend: str,
+    protocol: str | None = None,
     **_: object,
 ) -> dict:
     """summary.json's `settings`: the sample settings plus what was evaluated (`evaluate`'s resolved
     fields, or `eval_kwargs`; eval.iterate uses it to skip a step already evaluated with these
-    settings)."""
-    return {
+    settings). With a protocol, its name and the options that changed it (`protocol_overrides`);
+    without one neither key, so results made before protocols existed still match."""
+    settings = {
         **sample_settings(Path(model), template, decoding, grading, backend),
         "runs": runs,
         "k": sorted(set(ks)),
@@ -498,6 +546,20 @@ def summary_settings(
         "data_dir": str(Path(data_dir).resolve()) if data_dir is not None else None,
         "limit": limit,
     }
+    proto = protocols.get(protocol)
+    if proto is not None:
+        changed = protocols.overrides(
+            proto,
+            benchmarks=benchmarks,
+            template=template,
+            decoding=decoding,
+            runs=runs,
+            ks=ks,
+            grading=grading,
+            limit=limit,
+        )
+        settings.update(protocol=proto.name, protocol_overrides=list(changed))
+    return settings
 
 
 def summarize(store: SampleStore, benches: list, settings: dict) -> dict:
@@ -548,54 +610,60 @@ def summarize(store: SampleStore, benches: list, settings: dict) -> dict:
 
 # ------------------------------------------------------------------------------------------- CLI
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
-    """The evaluation settings, shared with eval.iterate."""
-    g = p.add_argument_group("benchmarks")
+    """The evaluation settings, shared with eval.iterate. The options a --protocol sets default to
+    None here, so that eval_kwargs can tell an option given from one left to the protocol."""
+    g = p.add_argument_group("paper protocol")
+    g.add_argument(
+        "--protocol",
+        choices=[*protocols.PROTOCOLS, protocols.NONE],
+        help=protocols.help_text(),
+    )
+    g = p.add_argument_group(
+        "benchmarks", "a --protocol sets --benchmarks; the defaults below hold without one"
+    )
     g.add_argument(
         "--benchmarks",
-        default=",".join(bm.DEFAULT_SUITE),
         help=f"comma-separated names (default: the prompt-augmentation paper's five). Known: {', '.join(bm.SPECS)}",
     )
     g.add_argument("--data-dir", help="read DIR/<name>.jsonl instead of the HF hub (fields problem, answer)")
     g.add_argument(
         "--limit", type=int_in(1), help="only the first N questions of each benchmark (quick checks)"
     )
-    g = p.add_argument_group("prompt and decoding")
+    g = p.add_argument_group(
+        "prompt and decoding",
+        "a --protocol sets every option here but --seed; the defaults below hold without one",
+    )
     g.add_argument(
         "--template",
-        default="qwen-math",
         help="prompt template: any of `python -m prompt_templates.templates list`, `none` (question as the "
-        "user turn), `raw` (no chat template). Default qwen-math, as the papers evaluated",
+        f"user turn), `raw` (no chat template), or a protocol's prompt ({', '.join(protocols.PROMPTS)}). "
+        "Default qwen-math, as the prompt-augmentation paper evaluated",
     )
     g.add_argument(
         "--decoding",
         choices=("greedy", "sample"),
-        default="greedy",
         help="greedy: temperature 0, --repeats runs averaged (avg@R); sample: --n samples per question at "
         "--temperature/--top-p, pass@k (default greedy)",
     )
     g.add_argument(
         "--repeats",
         type=int_in(1, MAX_RUNS),
-        help=f"greedy: runs averaged, avg@R (default 5, the papers' avg@5; at most {MAX_RUNS})",
+        help=f"greedy: runs averaged, avg@R (default 5, the prompt-augmentation paper's avg@5; at most {MAX_RUNS})",
     )
     g.add_argument(
         "--n",
         type=int_in(1, MAX_RUNS),
-        help=f"sample: samples per question (default 32, TA-GRPO's largest k; at most {MAX_RUNS})",
+        help=f"sample: samples per question (default 32; at most {MAX_RUNS})",
     )
-    g.add_argument("--k", type=int_list, help="sample: pass@k for these k (default 1,2,4,...,n)")
-    g.add_argument("--temperature", type=number_in(0), default=0.6, help="sample: temperature (default 0.6)")
     g.add_argument(
-        "--top-p", type=number_in(0, 1, above=True), default=0.95, help="sample: nucleus top-p (default 0.95)"
+        "--k", type=int_list, help="sample: pass@k for these k (default 1,2,4,...,n; a protocol's: its own)"
     )
-    g.add_argument("--max-new-tokens", type=int_in(1), default=3000, help="default 3000 (the paper's)")
-    g.add_argument(
-        "--max-model-len", type=int_in(2), default=4096, help="prompt + response tokens (default 4096)"
-    )
+    g.add_argument("--temperature", type=number_in(0), help="sample: temperature (default 0.6)")
+    g.add_argument("--top-p", type=number_in(0, 1, above=True), help="sample: nucleus top-p (default 0.95)")
+    g.add_argument("--max-new-tokens", type=int_in(1), help="default 3000 (the paper's)")
+    g.add_argument("--max-model-len", type=int_in(2), help="prompt + response tokens (default 4096)")
     g.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, help="sampling seed (default 0)")
-    g.add_argument(
-        "--grading", choices=("boxed", "lenient"), default="boxed", help="answer extraction (default boxed)"
-    )
+    g.add_argument("--grading", choices=("boxed", "lenient"), help="answer extraction (default boxed)")
     g = p.add_argument_group("backend")
     g.add_argument(
         "--backend",
@@ -637,36 +705,62 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
 
 def eval_kwargs(args: argparse.Namespace) -> dict:
     """`evaluate` keyword arguments from parsed `add_eval_arguments` options (each option's range is
-    its argparse type's; what depends on two options is checked here, EvalError in one sentence)."""
+    its argparse type's; what depends on two options is checked here, EvalError in one sentence).
+    Each setting is the option's when given, else the --protocol's, else DEFAULTS'; a protocol's
+    samples and ks apply only to its own decoding (--decoding greedy beside a sampling protocol
+    takes --repeats, default 5)."""
+    try:
+        proto = protocols.get(getattr(args, "protocol", None))
+    except protocols.ProtocolError as e:
+        raise EvalError(str(e)) from None
+
+    def pick(name: str) -> Any:
+        given = getattr(args, name)
+        if given is not None:
+            return given
+        theirs = getattr(proto, name, None)
+        if name == "benchmarks" and theirs is not None:
+            theirs = ",".join(theirs)
+        return theirs if theirs is not None else DEFAULTS[name]
+
+    mode = pick("decoding")
+    own = proto is not None and proto.decoding == mode  # the protocol's samples and ks apply
     try:
         decoding = Decoding(
-            mode=args.decoding,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            max_new_tokens=args.max_new_tokens,
-            max_model_len=args.max_model_len,
+            mode=mode,
+            temperature=pick("temperature"),
+            top_p=pick("top_p"),
+            max_new_tokens=pick("max_new_tokens"),
+            max_model_len=pick("max_model_len"),
             seed=args.seed,
         )
     except ValueError as e:
         raise EvalError(str(e)) from None
-    if args.decoding == "greedy":
+    why = f" (--protocol {proto.name} {'samples' if mode == 'sample' else 'decodes greedily'})" if own else ""
+    if mode == "greedy":
         if args.n is not None or args.k is not None:
-            raise EvalError("--n and --k are for --decoding sample; greedy takes --repeats")
-        runs, ks = 5 if args.repeats is None else args.repeats, []
+            raise EvalError(f"--n and --k are for --decoding sample; greedy takes --repeats{why}")
+        runs = args.repeats if args.repeats is not None else (proto.runs if own else 5)
+        ks = []
     else:
         if args.repeats is not None:
-            raise EvalError("--repeats is for greedy decoding; sampling takes --n")
-        runs = 32 if args.n is None else args.n
-        ks = args.k or [k for k in (1, 2, 4, 8, 16, 32, 64, 128, 256) if k <= runs]
+            raise EvalError(f"--repeats is for greedy decoding; sampling takes --n{why}")
+        runs = args.n if args.n is not None else (proto.runs if own else 32)
+        if args.k:
+            ks = args.k
+        elif own:  # the paper's k, as far as the samples reach
+            ks = [k for k in proto.ks if k <= runs] or [1]
+        else:
+            ks = [k for k in (1, 2, 4, 8, 16, 32, 64, 128, 256) if k <= runs]
     return dict(
-        benchmarks=[b.strip() for b in args.benchmarks.split(",") if b.strip()],
+        benchmarks=[b.strip() for b in pick("benchmarks").split(",") if b.strip()],
         data_dir=args.data_dir,
         limit=args.limit,
-        template=args.template,
+        template=pick("template"),
         decoding=decoding,
         runs=runs,
         ks=ks,
-        grading=args.grading,
+        grading=pick("grading"),
         backend=args.backend or default_backend(),
         batch_size=args.batch_size,
         chunk_size=args.chunk_size,
@@ -676,7 +770,21 @@ def eval_kwargs(args: argparse.Namespace) -> dict:
         kv_cache_memory_bytes=args.kv_cache_memory,
         max_num_batched_tokens=args.max_num_batched_tokens,
         progress=not args.no_progress,
+        protocol=proto.name if proto else None,
     )
+
+
+def protocol_note(kwargs: dict) -> str | None:
+    """The one line saying which options changed the --protocol (None when none did, or no protocol)."""
+    proto = protocols.get(kwargs.get("protocol"))
+    if proto is None:
+        return None
+    return protocols.describe_overrides(proto.name, protocols.overrides(proto, **_override_fields(kwargs)))
+
+
+def _override_fields(kwargs: dict) -> dict:
+    keys = ("benchmarks", "template", "decoding", "runs", "ks", "grading", "limit")
+    return {k: kwargs[k] for k in keys}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -684,7 +792,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m eval.run",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n  python -m eval.run --model outputs/run/hf/global_step_100\n  python -m eval.run --model MODEL --benchmarks aime24,math500 --decoding sample --n 16\n(docs/eval.md)",
+        epilog="examples:\n  python -m eval.run --model outputs/run/hf/global_step_100\n  python -m eval.run --model MODEL --protocol cw_grpo\n  python -m eval.run --model MODEL --benchmarks aime24,math500 --decoding sample --n 16\n(docs/eval.md)",
     )
     p.add_argument("--model", required=True, help="a HuggingFace model folder")
     p.add_argument(
@@ -694,7 +802,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     out = args.out or str(Path("results") / Path(args.model).resolve().name)
     try:
-        summary = evaluate(args.model, out, **eval_kwargs(args))
+        kwargs = eval_kwargs(args)
+        note = protocol_note(kwargs)
+        if note:
+            print(note, file=sys.stderr, flush=True)
+        summary = evaluate(args.model, out, **kwargs)
     except (EvalError, bm.BenchmarkError, ResultsError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

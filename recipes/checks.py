@@ -330,12 +330,26 @@ def check_files(cfg: DictConfig) -> None:
             )
 
 
+def check_eval_protocol(cfg: DictConfig) -> None:
+    """recipes.eval_protocol names a protocol of eval/protocols.py, or is null: eval.iterate reads it
+    from the run's config.yaml after training, too late to hear of a misspelling."""
+    from eval.protocols import PROTOCOLS
+
+    name = select(cfg, "recipes.eval_protocol")
+    if name is not None and name not in PROTOCOLS:
+        raise ConfigError(
+            f"recipes.eval_protocol={_shown(name)} is not an evaluation protocol: choose one of "
+            f"{', '.join(PROTOCOLS)} (eval/protocols.py), or null."
+        )
+
+
 def validate(cfg: DictConfig) -> None:
     """Our checks, in the order a user would want to hear about them. Raises ConfigError."""
     check_paths(cfg)
     _check_added_keys(cfg)
     check_types(cfg)
     check_files(cfg)
+    check_eval_protocol(cfg)
     for group, key, choices in (
         ("model", "recipes.model", "configs/model/"),
         ("data", "recipes.data", "configs/data/"),

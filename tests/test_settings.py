@@ -164,7 +164,17 @@ ALLOWED = {
     "tools": {"ground", "platforms", "grader", "prompt_templates", "verl"},
     "methods": {"ground", "platforms", "grader", "prompt_templates", "verl"},
     "extensions": {"ground", "platforms", "methods", "grader", "prompt_templates", "verl"},
-    "entry": {"ground", "platforms", "tools", "methods", "extensions", "grader", "prompt_templates", "verl"},
+    "entry": {
+        "ground",
+        "platforms",
+        "tools",
+        "methods",
+        "extensions",
+        "eval",
+        "grader",
+        "prompt_templates",
+        "verl",
+    },
     "eval": {"ground", "platforms", "grader", "prompt_templates", "verl"},
 }
 
