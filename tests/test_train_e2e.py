@@ -319,6 +319,9 @@ PLATEAU = (
     "recipes.prorl.val_metric=val-aux/toy_arithmetic/format_score/mean@1",
     "recipes.prorl.val_plateau=1",
     "recipes.prorl.val_decline=0.0",
+    # the raw rule: a metric that never changed has no improvement beyond noise, so the default
+    # noise bound (val_confidence 0.999) would keep the plateau trigger quiet
+    "recipes.prorl.val_confidence=null",
     "trainer.test_freq=1",
     "data.val_max_samples=8",  # the trigger's metric is constant: a few rows are enough
     # one update at the default 1e-4 can leave every token's log-prob where it was in the

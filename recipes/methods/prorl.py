@@ -4,7 +4,9 @@ optimizer state, on a schedule or when training degrades. verl has no such reset
 it at three levels.
 
 1. `ResetController` (driver, pure Python): after each step and each validation, whether a trigger
-   of `ProRLSettings` (interval, kl_spike, val_decline, val_plateau) fires.
+   of `ProRLSettings` (interval, kl_spike, val_decline, val_plateau) fires. The validation triggers
+   count a change only when it exceeds the sampling noise of the validation (`noise_bound`,
+   `val_confidence`), so that a model that is flat does not reset on noise.
 2. `ProRLWorker` (every actor worker): verl's `ActorRolloutRefWorker` plus methods that copy each
    rank's shard of the actor into the reference in place, clear the optimizer state, and save and
    load the reference's shards.
@@ -23,10 +25,12 @@ import functools
 import json
 import math
 import os
+import re
 import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from statistics import NormalDist
 
 import ray
 import torch
@@ -83,10 +87,33 @@ class ProRLSettings:
         PAPER + " ('when validation metrics significantly degrade or when improvements plateau')",
     )
     val_decline: float | None = setting(
-        None, ">= 0", "reset when val_metric falls more than this below its best (null = off)", PAPER
+        None,
+        ">= 0",
+        "reset when val_metric falls more than this below its best, and (val_confidence) more than "
+        "its sampling noise allows (null = off)",
+        PAPER,
     )
     val_plateau: int = setting(
-        0, ">= 0", "reset after this many validations without a new best (0 = off)", PAPER
+        0,
+        ">= 0",
+        "reset after this many validations without a new best, once the phase has improved "
+        "significantly on its first validation (val_confidence; 0 = off)",
+        PAPER,
+    )
+    val_confidence: float | None = setting(
+        0.999,
+        None,
+        "one-sided confidence, in [0.5, 1), that a decline or a phase's improvement is not sampling "
+        "noise: the gap must exceed z * sqrt(2 p(1-p) / val_samples) with z at 1 - (1 - confidence) / m, "
+        "m the validations the best was taken from (docs/methods.md#prorl); about (1 - confidence) "
+        "noise resets per validation at most; null = compare raw values",
+        PAPER + " ('significantly degrade'); the bound is ours",
+    )
+    val_samples: int | None = setting(
+        None,
+        ">= 1",
+        "graded responses behind one value of val_metric, for val_confidence; null = counted at the "
+        "first validation: the validation rows of val_metric's data source x the N of its mean@N",
     )
     min_gap: int = setting(
         0, ">= 0", "at least this many steps between two resets (a sooner trigger is dropped)"
@@ -97,6 +124,10 @@ class ProRLSettings:
             raise ValueError(
                 "val_decline / val_plateau watch a validation metric: set recipes.prorl.val_metric "
                 "(e.g. val-core/<data source>/acc/mean@1)."
+            )
+        if self.val_confidence is not None and not 0.5 <= self.val_confidence < 1:
+            raise ValueError(
+                f"val_confidence={self.val_confidence} must be in [0.5, 1) (null compares raw values)."
             )
 
     @property
@@ -132,6 +163,40 @@ def check(cfg, settings: ProRLSettings) -> None:
             f"trainer.test_freq={get('trainer.test_freq')}: recipes.prorl.val_decline / val_plateau need "
             "validations (trainer.test_freq > 0)."
         )
+    if settings.watches_validation:
+        name = METRIC.fullmatch(settings.val_metric)
+        val_n = int(get("actor_rollout_ref.rollout.val_kwargs.n") or 1)
+        if name and int(name["n"]) != val_n:
+            raise ConfigError(
+                f"recipes.prorl.val_metric={settings.val_metric} with actor_rollout_ref.rollout.val_kwargs.n="
+                f"{val_n}: verl names the mean of {val_n} samples per question mean@{val_n}."
+            )
+        if settings.val_confidence is not None and settings.val_samples is None and not name:
+            raise ConfigError(
+                f"recipes.prorl.val_metric={settings.val_metric}: val_confidence needs the number of "
+                "samples behind it, counted only for verl's val-core/<data source>/<variable>/mean@N "
+                "names; set recipes.prorl.val_samples."
+            )
+
+
+# ------------------------------------------------------------------- validation noise
+METRIC = re.compile(r"val-(?:core|aux)/(?P<source>.+)/(?P<var>[^/]+)/mean@(?P<n>\d+)")
+"""verl's name of a validation mean: val-core/<data source>/<variable>/mean@<samples per question>."""
+
+
+def z_score(confidence: float, comparisons: int) -> float:
+    """The one-sided normal quantile at 1 - (1 - confidence) / comparisons (Bonferroni)."""
+    return NormalDist().inv_cdf(1 - (1 - confidence) / max(comparisons, 1))
+
+
+def noise_bound(a: float, b: float, samples: int, confidence: float, comparisons: int = 1) -> float:
+    """How far apart two validation values of the same model may fall by sampling alone: z times
+    the standard error of their difference, sqrt(2 p (1 - p) / samples) with p their mean (the
+    pooled two-proportion test; each value a mean of `samples` scores in [0, 1], whose variance
+    is at most p (1 - p) / samples, so the bound holds also when questions differ in difficulty).
+    `comparisons`: how many values the larger one was the best of (Bonferroni)."""
+    p = min(max((a + b) / 2, 0.0), 1.0)
+    return z_score(confidence, comparisons) * math.sqrt(2 * p * (1 - p) / samples)
 
 
 @dataclass
@@ -144,6 +209,10 @@ class ControllerState:
     pending: str | None = None  # a validation trigger waiting for the next step
     suppressed: int = 0
     history: list = field(default_factory=list)  # [{step, trigger, kl}]
+    phase_first: float | None = None  # the phase's first validation value
+    phase_vals: int = 0  # validations in this phase
+    improved: bool = False  # a best significantly above phase_first was seen in this phase
+    last_check: str | None = None  # the last validation decision, in words (printed by the hooks)
 
 
 class ResetController:
@@ -180,8 +249,21 @@ class ResetController:
             return self._allowed(step, "kl_spike")
         return None
 
-    def after_validation(self, step: int, val_metrics: Mapping[str, float]) -> str | None:
-        """Updates the best value and plateau count; a trigger is kept as `pending` (and returned)."""
+    def after_validation(
+        self, step: int, val_metrics: Mapping[str, float], samples: int | None = None
+    ) -> str | None:
+        """Updates the phase's best value and plateau count; a trigger is kept as `pending` (and
+        returned). `samples`: the graded responses behind the value (`val_samples` wins over it),
+        needed when `val_confidence` is set.
+
+        Why a bound: one validation is a sample. With 500 questions at 80%, two validations of the
+        same model differ by 2.5 points (one standard error of the difference), and the best of
+        m of them sits above the model's accuracy by more the larger m is, so a raw 'below the best'
+        or 'no new best' fires on noise (a flat model: ~15 resets in 2,000 steps, tests/test_prorl.py).
+        With `val_confidence` c, a decline counts when the drop exceeds `noise_bound` with z at
+        1 - (1 - c) / m, m the validations the best was the best of; the plateau counts only once
+        the phase has improved significantly on its first validation (the same bound), so a model
+        that never moved is not on a plateau of improvements."""
         s, st = self.s, self.state
         if not s.watches_validation:
             return None
@@ -191,14 +273,52 @@ class ResetController:
                 f"{sorted(val_metrics)}."
             )
         value = float(val_metrics[s.val_metric])
+        n = s.val_samples or samples
+        if s.val_confidence is not None:
+            if not n:
+                raise ProRLError(
+                    "recipes.prorl.val_confidence needs the number of graded responses behind "
+                    f"{s.val_metric}: set recipes.prorl.val_samples (questions x samples per question)."
+                )
+            if not 0.0 <= value <= 1.0:
+                raise ProRLError(
+                    f"recipes.prorl.val_metric={s.val_metric} is {value}, outside [0, 1]: the noise bound "
+                    "is for means of scores in [0, 1] such as acc (recipes.prorl.val_confidence=null "
+                    "compares raw values)."
+                )
+
+        def bound(a: float, b: float, m: int) -> float:
+            return 0.0 if s.val_confidence is None else noise_bound(a, b, n, s.val_confidence, m)
+
         trigger = None
-        if st.best_val is None or value > st.best_val:
+        st.phase_vals += 1
+        earlier = st.phase_vals - 1  # the validations of this phase before this one
+        if st.best_val is None:
+            st.best_val = st.phase_first = value
+            st.since_best, st.improved = 0, False
+            st.last_check = f"{value:.4f}: the phase's first validation"
+        elif value > st.best_val:
             st.best_val, st.since_best = value, 0
+            if not st.improved:  # the best of `earlier` values against the phase's first
+                gap, limit = value - st.phase_first, bound(value, st.phase_first, earlier)
+                st.improved = gap > limit
+                st.last_check = (
+                    f"{value:.4f}: a new best, {gap:+.4f} on the phase's first (bound {limit:.4f})"
+                )
+            else:
+                st.last_check = f"{value:.4f}: a new best"
         else:
             st.since_best += 1
-            if s.val_decline is not None and value < st.best_val - s.val_decline:
+            drop, limit = st.best_val - value, bound(st.best_val, value, earlier)
+            st.last_check = (
+                f"{value:.4f}: {drop:.4f} below the best {st.best_val:.4f} of {earlier} validation(s) "
+                f"(bound {limit:.4f}), {st.since_best} without a new best"
+            )
+            if s.val_decline is not None and drop > s.val_decline and drop > limit:
                 trigger = "val_decline"
-            elif s.val_plateau and st.since_best >= s.val_plateau:
+            elif (
+                s.val_plateau and st.since_best >= s.val_plateau and (s.val_confidence is None or st.improved)
+            ):
                 trigger = "val_plateau"
         st.pending = trigger
         return trigger
@@ -210,6 +330,7 @@ class ResetController:
         st.last_reset_step = step
         st.kl_streak = 0
         st.best_val, st.since_best = None, 0
+        st.phase_first, st.phase_vals, st.improved = None, 0, False
 
     def metrics(self, step: int, trigger: str | None) -> dict[str, float]:
         st = self.state
@@ -362,6 +483,26 @@ def __getattr__(name: str):
 
 
 # --------------------------------------------------------------------------- trainer side
+def validation_samples(dataset, metric: str) -> int:
+    """The graded responses behind one value of `metric` (verl's
+    val-core/<data source>/<variable>/mean@N): the validation rows of that data source x N."""
+    name = METRIC.fullmatch(metric)
+    frame = getattr(dataset, "dataframe", None)
+    columns = getattr(frame, "column_names", None) or ()
+    if name is None or "data_source" not in columns:
+        raise ProRLError(
+            f"cannot count the samples behind recipes.prorl.val_metric={metric} in this run's validation "
+            "set: set recipes.prorl.val_samples (questions x samples per question)."
+        )
+    questions = sum(1 for source in frame["data_source"] if source == name["source"])
+    if questions == 0:
+        raise ProRLError(
+            f"recipes.prorl.val_metric={metric}: the validation set has no rows of data source "
+            f"{name['source']!r}."
+        )
+    return questions * int(name["n"])
+
+
 class ProRLHooks(TrainerHooks):
     """The trainer side (module doc, 3.): swaps the actor workers for ProRLWorkers, asks the
     controller after each step and validation, resets through the workers, and keeps the
@@ -372,6 +513,7 @@ class ProRLHooks(TrainerHooks):
         self.ctl = ResetController(settings)
         self.training = False  # validations before training do not feed the triggers
         self.early: str | None = None  # a validation trigger applied at the start of this step
+        self.samples: int | None = settings.val_samples  # behind one value of val_metric
 
     def setup_workers(self, trainer) -> None:
         if Role.ActorRolloutRef not in trainer.role_worker_mapping:
@@ -411,7 +553,25 @@ class ProRLHooks(TrainerHooks):
     def after_validation(self, trainer, val_metrics: dict) -> None:
         if not (self.training and self.s.watches_validation):
             return
-        self.ctl.after_validation(trainer.global_steps, val_metrics)
+        first = self.samples is None and self.s.val_confidence is not None
+        if first:
+            self.samples = validation_samples(trainer.val_dataset, self.s.val_metric)
+        trigger = self.ctl.after_validation(trainer.global_steps, val_metrics, samples=self.samples)
+        if first:  # what the bound means for this run, once
+            value = float(val_metrics[self.s.val_metric])
+            print(
+                f"[prorl] {self.s.val_metric} is a mean of {self.samples} graded responses: at {value:.4f} "
+                f"a change counts when it exceeds {noise_bound(value, value, self.samples, self.s.val_confidence):.4f} "
+                f"against one earlier validation, more against the best of several "
+                f"(recipes.prorl.val_confidence={self.s.val_confidence})",
+                flush=True,
+            )
+        print(
+            f"[prorl] validation after step {trainer.global_steps}: {self.s.val_metric} "
+            f"{self.ctl.state.last_check}"
+            + (f"; {trigger} fires before step {trainer.global_steps + 1}" if trigger else ""),
+            flush=True,
+        )
         folder = step_folder(trainer.config.trainer.default_local_dir, trainer.global_steps)
         if os.path.isdir(folder):  # this step's checkpoint: record the decision for a resume
             self.ctl.save(folder)
