@@ -16,9 +16,18 @@ per GPU, the two phases of a step of verl's hybrid engine, which share the GPU i
             length), its checkpointed activations and the logits pass over the vocabulary
 
 then the checkpoint sizes and the run's disk under recipes.checkpoints.keep_full. The last line
-is machine-readable:
+is machine-readable (<a>: flash, sdpa, or an attn_implementation set by hand):
 
-    plan: peak_gib_per_gpu=<n> gpu_gib=<n> checkpoint_gib=<n> run_disk_gib=<n> fits=yes|no
+    plan: peak_gib_per_gpu=<n> gpu_gib=<n> checkpoint_gib=<n> run_disk_gib=<n> attention=<a> fits=yes|no
+
+The attention decides what a micro-batch computes (`recipes.attention`, recipes/platforms/gpu.py):
+FlashAttention 2 with remove-padding packs its sequences, so it computes their real tokens; PyTorch's
+sdpa keeps the padding and computes every sequence at the micro-batch's longest. `auto` is planned
+as sdpa, the worse, with FlashAttention 2's figures on a line of their own: auto takes flash only
+where the GPU nodes have flash-attn installed, which the plan, often run elsewhere, cannot see.
+With padding kept, the plan splits one GPU's batch into micro-batches with verl's own function
+(rearrange_micro_batches), for responses spread evenly from 0 to their limit and prompts at half
+theirs, and counts the padded tokens.
 
 Exit status 0 when the run fits (peak <= --gpu-gib and disk <= --disk-gib), 3 when it does not,
 2 on bad input (an argument or the config, said in one line). The arithmetic, and what it leaves
@@ -30,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -38,6 +48,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from recipes.platforms.gpu import ATTENTION_CHOICES, ATTN_KEY, RMPAD_KEY
 from recipes.settings import ConfigError, select
 
 GIB = 2**30
@@ -53,6 +64,10 @@ CPU_PROCESSES_GIB = 6.0
 HBM_BYTES_S, HBM_SHARE = 3.35e12, 0.5
 BF16_FLOPS, MFU = 989e12, 0.35
 MEAN_LENGTH = 0.5  # responses and prompts at half their limits (an assumption, said on the line)
+# With padding kept, at most this many of a GPU's sequences go through verl's split: it takes a few
+# seconds at 512 and half a minute at 2,048 (ta_grpo_math_256q's log-prob pass), and the largest
+# micro-batch it gives already moves ~10% either way from one count to the next (the work: <1%)
+SIMULATED_MAX = 512
 VLLM_OVERHEAD_GIB = 2.0  # vLLM's activations and CUDA graphs inside its share (estimate)
 # Copies of the T x V logits in the compute dtype that a pass holds at its peak. The update: the
 # logits and the log-softmax kept for the backward; measured on an H200 with verl's update replayed
@@ -125,6 +140,8 @@ ROWS = {
     "math_l3to5": 8523,
     "math": 7500,
     "math_rephrased": 7500,
+    "ta_math_a9u": 6496,  # questions; inferred: their 406 steps = 2 x floor(8 rows a question x Q / 256)
+    "ta_math": 7498,  # the TA-GRPO paper's count of MATH train (their filter: 56 steps, not 58)
     "open_rs": 7000,
     "deepscaler": 40315,
     "toy_arithmetic": 2000,
@@ -199,6 +216,9 @@ class Estimate:
     step_s: float | None = None  # the time model's seconds a step (GPU platform only)
     steps: int = 0
     passes_gib: dict[str, float] = dataclasses.field(default_factory=dict)  # training total per pass
+    attention: Attention | None = None
+    train_s: float | None = None  # of step_s, the training passes'
+    flash: Estimate | None = None  # recipes.attention=auto: the same run with FlashAttention 2
 
     @property
     def fits(self) -> bool:
@@ -220,6 +240,142 @@ def pass_tokens(cfg: DictConfig) -> tuple[int, int, int]:
         update = int(select(cfg, f"{actor}.ppo_micro_batch_size_per_gpu") or 1) * seq
         infer = int(select(cfg, "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu") or 1) * seq
     return seq, update, infer
+
+
+@dataclasses.dataclass(frozen=True)
+class Attention:
+    """The attention the plan assumes, and whether a micro-batch's padding is removed (packed)."""
+
+    name: str  # the last line's: flash, sdpa, or an attn_implementation set by hand
+    packed: bool
+    line: str  # the report's "attention:" line: what and why
+    other: Attention | None = None  # recipes.attention=auto: FlashAttention 2, whose figures are noted
+
+
+def attention_of(cfg: DictConfig) -> Attention:
+    """What recipes.train's GPU launch would choose (recipes/platforms/gpu.py resolve_attention),
+    except that `auto` is planned as sdpa: flash-attn on the GPU nodes is not visible from here."""
+    impl = select(cfg, ATTN_KEY)
+    rmpad = bool(select(cfg, RMPAD_KEY))
+    kept = "padding removed" if rmpad else "padding kept"
+    if impl not in (None, "flash_attention_2"):  # set by hand, or by the CPU platform
+        why = f"{ATTN_KEY}={impl}, {RMPAD_KEY}={str(rmpad).lower()}"
+        return Attention(str(impl), rmpad, f"attention: {impl}, {kept}: {why}")
+    choice = select(cfg, "recipes.attention") or "auto"
+    if choice not in ATTENTION_CHOICES:
+        raise ConfigError(f"recipes.attention={choice}: one of {', '.join(ATTENTION_CHOICES)}.")
+    if choice == "flash":
+        why = "recipes.attention=flash" + ("" if rmpad else f", {RMPAD_KEY}=false")
+        return Attention("flash", rmpad, f"attention: FlashAttention 2, {kept} ({why})")
+    if choice == "sdpa":
+        return Attention("sdpa", False, "attention: PyTorch's sdpa, padding kept (recipes.attention=sdpa)")
+    flash = Attention("flash", rmpad, f"attention: FlashAttention 2, {kept} (flash-attn installed)")
+    return Attention(
+        "sdpa",
+        False,
+        "attention: PyTorch's sdpa, padding kept: recipes.attention=auto planned at its worse, since it "
+        "takes FlashAttention 2 only where the GPU nodes have flash-attn, which the plan cannot see "
+        "(recipes.attention=flash plans for it)",
+        flash,
+    )
+
+
+def simulated_lengths(n: int, prompt: int, response: int) -> list[int]:
+    """One GPU's n sequences as the plan assumes them when padding counts: prompts at half their
+    limit and responses spread evenly from 0 to theirs (the i-th at the middle of the i-th of n
+    equal slices), so that they average half their limits, as the time model assumes."""
+    return [prompt // 2 + (2 * i + 1) * response // (2 * n) for i in range(n)]
+
+
+@functools.lru_cache(maxsize=64)
+def micro_batches(lengths: tuple[int, ...], max_token_len: int) -> tuple[tuple[int, ...], ...]:
+    """The sequence lengths of each micro-batch verl makes of one GPU's (mini-)batch by token count
+    (use_dynamic_bsz): its own rearrange_micro_batches, which its engine calls
+    (verl/workers/engine/utils.py prepare_micro_batches). Real tokens only are counted against
+    max_token_len, so with padding kept a micro-batch computes more than the budget."""
+    import torch
+    from tensordict import TensorDict
+    from verl.utils.seqlen_balancing import rearrange_micro_batches
+
+    mask = torch.arange(max(lengths))[None, :] < torch.tensor(lengths)[:, None]
+    batch = TensorDict({"input_ids": mask, "attention_mask": mask}, batch_size=[len(lengths)])
+    _, parts = rearrange_micro_batches(batch, max_token_len=max_token_len)
+    return tuple(tuple(lengths[i] for i in part) for part in parts)
+
+
+def padded(parts: tuple[tuple[int, ...], ...]) -> list[int]:
+    """The tokens each micro-batch computes with its padding: verl's engine pads a micro-batch to
+    its own longest sequence (transformer_impl.py prepare_model_inputs, to_padded_tensor)."""
+    return [len(part) * max(part) for part in parts]
+
+
+@dataclasses.dataclass(frozen=True)
+class Passes:
+    """What the update and the log-prob pass compute per GPU."""
+
+    seq: int  # prompt + response limits
+    unit: str  # what the micro-batches' tokens are: "tokens", or "tokens with padding"
+    update: int  # tokens in the update's largest micro-batch, padding included where kept
+    infer: int  # in the log-prob pass's
+    update_work: float = 1.0  # tokens computed over real tokens, the whole pass (1: packed)
+    infer_work: float = 1.0
+    note: str = ""
+
+
+def passes(cfg: DictConfig, world: int, attention: Attention) -> Passes:
+    """pass_tokens, and with padding kept what the padded micro-batches compute (memory: the
+    largest; time: all of them over the real tokens) for the simulated lengths."""
+    seq, update, infer = pass_tokens(cfg)
+    if attention.packed:
+        return Passes(seq, "tokens", update, infer)
+    actor = "actor_rollout_ref.actor"
+    prompt, response = (
+        int(select(cfg, "data.max_prompt_length")),
+        int(select(cfg, "data.max_response_length")),
+    )
+    n = int(select(cfg, "actor_rollout_ref.rollout.n"))
+    per_gpu = {
+        "update": max(int(select(cfg, f"{actor}.ppo_mini_batch_size")) * n // world, 1),
+        "log-prob": max(int(select(cfg, "data.train_batch_size")) * n // world, 1),
+    }
+    spread = f"responses spread evenly from 0 to {response:,} tokens, prompts of {prompt // 2:,}"
+    if not select(cfg, f"{actor}.use_dynamic_bsz"):
+        # fixed micro-batches of m sequences in no particular order: each computed at its longest,
+        # on average prompt/2 + response x m/(m+1); the largest already counted at the limit
+        work = {}
+        for what, key in (
+            ("update", f"{actor}.ppo_micro_batch_size_per_gpu"),
+            ("log-prob", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"),
+        ):
+            m = min(int(select(cfg, key) or 1), per_gpu[what])
+            work[what] = (prompt // 2 + response * m / (m + 1)) / (prompt // 2 + response / 2)
+        note = (
+            f"padding: each micro-batch is computed at its longest sequence; for {spread}: "
+            f"{work['update']:.2f}x the real tokens in the update, {work['log-prob']:.2f}x in the log-prob pass"
+        )
+        return Passes(seq, "tokens", update, infer, work["update"], work["log-prob"], note)
+    largest, work = {}, {}
+    for what, budget in (("update", update), ("log-prob", infer)):
+        lengths = simulated_lengths(min(per_gpu[what], SIMULATED_MAX), prompt, response)
+        tokens = padded(micro_batches(tuple(lengths), budget))
+        # never under the budget: responses that all run to the limit fill a micro-batch with
+        # real tokens and no padding, which is what the packed plan counts
+        largest[what], work[what] = max(*tokens, budget), sum(tokens) / sum(lengths)
+
+    def count(what: str) -> str:
+        n = per_gpu[what]
+        return f"{n:,}" if n <= SIMULATED_MAX else f"{n:,} (simulated as {SIMULATED_MAX})"
+
+    note = (
+        f"padding: each micro-batch is computed at its longest sequence; for {spread}, verl's split "
+        f"(rearrange_micro_batches) gives micro-batches of up to {largest['update']:,} tokens against the "
+        f"{update:,}-token budget ({largest['update'] / update:.2f}x) in the update (a GPU's {count('update')} "
+        f"sequences) and of up to {largest['log-prob']:,} ({largest['log-prob'] / infer:.2f}x) in the log-prob "
+        f"pass (its {count('log-prob')}); the passes compute {work['update']:.2f}x and {work['log-prob']:.2f}x "
+        "their real tokens"
+    )
+    unit = "tokens with padding"
+    return Passes(seq, unit, largest["update"], largest["log-prob"], work["update"], work["log-prob"], note)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,14 +409,16 @@ def _actor(cfg: DictConfig, p: int, world: int) -> _Actor:
 _Moment = tuple[str, int, float, float, float, float]  # (pass, tokens, activations, logits, gathered, Adam's)
 
 
-def _moments(cfg: DictConfig, a: Arch, p: int, world: int, cpu: bool, policy: bool) -> list[_Moment]:
+def _moments(
+    cfg: DictConfig, a: Arch, p: int, world: int, cpu: bool, policy: bool, tokens: Passes
+) -> list[_Moment]:
     """The training phase's three moments, each (pass, tokens, activations, logits, gathered, Adam's
     temporary): the update's micro-batch; the log-prob pass (old and reference log-probs, no
     backward); the optimizer step, where torch's AdamW (foreach, its default for GPU tensors) holds
     one fp32 copy of the parameters it updates (none under offload_policy or on a CPU)."""
     mp = select(cfg, "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype") or "bf16"
     compute = 4 if mp in ("fp32", "float32") else 2
-    _, update_tokens, infer_tokens = pass_tokens(cfg)
+    update_tokens, infer_tokens = tokens.update, tokens.infer
     checkpointed = bool(select(cfg, "actor_rollout_ref.model.enable_gradient_checkpointing"))
     layer = 2 * (4 * a.hidden + 4 * a.intermediate) * compute  # one layer's recompute, + its grads
     stored = (a.hidden * compute) if checkpointed else (4 * a.hidden + 4 * a.intermediate) * compute
@@ -325,7 +483,15 @@ def _uses_kl(cfg: DictConfig) -> bool:
 
 
 def _memory_rows(
-    cfg: DictConfig, a: Arch, p: int, world: int, cpu: bool, actor: _Actor, vllm: _Rollout, work: _Moment
+    cfg: DictConfig,
+    a: Arch,
+    p: int,
+    world: int,
+    cpu: bool,
+    actor: _Actor,
+    vllm: _Rollout,
+    work: _Moment,
+    unit: str = "tokens",
 ) -> list[tuple[str, float, float]]:
     """The report's table, GiB per GPU in each phase, its last row the totals."""
     checkpointed = bool(select(cfg, "actor_rollout_ref.model.enable_gradient_checkpointing"))
@@ -341,11 +507,11 @@ def _memory_rows(
         # vLLM sleeps during the update (free_cache_engine), except where it cannot (the CPU)
         (f"vLLM (weights {weights_gib:.1f} + KV cache {kv_gib:.1f})", vllm_gib, 0.0 if sleeps else vllm_gib),
         (
-            f"activations ({work[0]}, {work[1]:,} tokens, checkpointed: {checkpointed})",
+            f"activations ({work[0]}, {work[1]:,} {unit}, checkpointed: {checkpointed})",
             0.0,
             work[2] / GIB,
         ),
-        (f"logits ({work[1]:,} tokens x {a.vocab:,} vocabulary)", 0.0, work[3] / GIB),
+        (f"logits ({work[1]:,} {unit} x {a.vocab:,} vocabulary)", 0.0, work[3] / GIB),
         ("Adam step's temporary (fp32, one copy of the parameters)", 0.0, work[5] / GIB),
         (
             "processes (Ray, vLLM, workers)" if cpu else "gathered layers, CUDA context and buffers",
@@ -407,11 +573,12 @@ def _disk(cfg: DictConfig, p: int) -> _Disk:
 
 
 def _step_time(
-    cfg: DictConfig, p: int, world: int, seq: int, vllm: _Rollout, steps: int
-) -> tuple[float, str]:
-    """The time model's seconds a step (GPU platform), and its note."""
+    cfg: DictConfig, p: int, world: int, computed: Passes, vllm: _Rollout, steps: int
+) -> tuple[float, float, str]:
+    """The time model's seconds a step and of them training's (GPU platform), and its note."""
     from recipes.extensions import on_policy
 
+    seq = computed.seq
     tp, replicas = vllm.tp, vllm.replicas
     # decoding: one token for each of `batch` running sequences per read of weights + KV cache
     batch = max(min(vllm.fit_seqs, vllm.asked), 1)
@@ -422,16 +589,19 @@ def _step_time(
     throughput_s = generated * MEAN_LENGTH * max_response * per_token_s / batch / replicas
     gen_s = max(throughput_s, max_response * per_token_s)  # the longest response ends the rollout
     # training: update 8PT (forward, recomputed forward, backward), + 2PT per extra forward pass
+    # (reference, old log-probs), each over the tokens it computes: with padding kept, more than T
     tokens = generated * MEAN_LENGTH * seq
-    passes = 8 + (2 if _uses_kl(cfg) else 0) + (0 if on_policy.active(cfg) else 2)
+    forwards = (2 if _uses_kl(cfg) else 0) + (0 if on_policy.active(cfg) else 2)
+    passes = 8 * computed.update_work + forwards * computed.infer_work
     train_s = passes * p * tokens / (BF16_FLOPS * MFU * world)
     step_s = gen_s + train_s
+    padding = "" if computed.update_work == computed.infer_work == 1 else ", padding included"
     note = (
         f"time (uncalibrated model): ~{step_s:.0f} s a step = generation ~{gen_s:.0f} s + training "
-        f"~{train_s:.0f} s, for prompts and responses at half their limits; {steps:,} steps "
+        f"~{train_s:.0f} s{padding}, for prompts and responses at half their limits; {steps:,} steps "
         f"~{hours(steps * step_s)} h (docs/running.md#memory-and-disk-plan)"
     )
-    return step_s, note
+    return step_s, train_s, note
 
 
 def hours(seconds: float) -> str:
@@ -441,29 +611,45 @@ def hours(seconds: float) -> str:
 
 
 def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gib: float = DISK_GIB) -> Estimate:
-    """The run's memory per GPU in each phase, its disk and (GPU platform) its time a step."""
+    """The run's memory per GPU in each phase, its disk and (GPU platform) its time a step, for
+    the attention attention_of assumes; under `auto`, FlashAttention 2's figures too (.flash)."""
+    attention = attention_of(cfg)
+    e = _estimate(cfg, gpu_gib, disk_gib, attention)
+    if attention.other is not None:
+        flash = e.flash = _estimate(cfg, gpu_gib, disk_gib, attention.other)
+        time = "" if flash.step_s is None else f", ~{flash.step_s:.0f} s a step"
+        e.notes.append(
+            f"with FlashAttention 2 (flash-attn installed on the GPU nodes, recipes.attention=flash): "
+            f"training {flash.rows[-1][2]:.1f} GiB per GPU, peak {flash.peak_gib:.1f}{time}"
+        )
+    return e
+
+
+def _estimate(cfg: DictConfig, gpu_gib: float, disk_gib: float, attention: Attention) -> Estimate:
     a = arch_of(cfg)
     p = a.params()
     cpu = select(cfg, "recipes.platform") == "cpu"
     world = int(select(cfg, "trainer.n_gpus_per_node")) * int(select(cfg, "trainer.nnodes"))
-    seq = pass_tokens(cfg)[0]
+    tokens = passes(cfg, world, attention)
+    seq = tokens.seq
     actor = _actor(cfg, p, world)
-    moments = _moments(cfg, a, p, world, cpu, actor.policy)
+    moments = _moments(cfg, a, p, world, cpu, actor.policy, tokens)
     work = max(moments, key=lambda m: sum(m[2:]))
     vllm = _rollout(cfg, a, p, world, cpu, gpu_gib)
-    rows = _memory_rows(cfg, a, p, world, cpu, actor, vllm, work)
+    rows = _memory_rows(cfg, a, p, world, cpu, actor, vllm, work, tokens.unit)
     rollout_total, training_total = rows[-1][1], rows[-1][2]
     peak = max(rollout_total, training_total)
     # the training phase's total at each moment (scripts/bench/actor_memory.py measures them)
     rest = training_total - sum(work[2:]) / GIB
     passes_gib = {m[0]: rest + sum(m[2:]) / GIB for m in moments}
 
-    notes = _memory_notes(p, world, actor, vllm, seq)
+    # the padding's share of the time (the CPU platform has no time model, its memory no change)
+    notes = ([tokens.note] if tokens.note and not cpu else []) + _memory_notes(p, world, actor, vllm, seq)
     disk = _disk(cfg, p)
     notes.append(disk.note)
-    step_s = None
+    step_s = train_s = None
     if not cpu:
-        step_s, note = _step_time(cfg, p, world, seq, vllm, disk.steps)
+        step_s, train_s, note = _step_time(cfg, p, world, tokens, vllm, disk.steps)
         notes.append(note)
     size = f"{p / 1e9:.2f}B" if p >= 1e8 else f"{p / 1e6:.2f}M"
     header = (
@@ -483,12 +669,14 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gib: float = DISK_
         step_s,
         disk.steps,
         passes_gib,
+        attention,
+        train_s,
     )
 
 
 def report(e: Estimate) -> str:
     width = max(len(r[0]) for r in e.rows) + 2
-    lines = [e.header, f"{'per GPU, GiB':<{width}}{'rollout':>9}{'training':>10}"]
+    lines = [e.header, e.attention.line, f"{'per GPU, GiB':<{width}}{'rollout':>9}{'training':>10}"]
     for what, roll, train in e.rows:
         lines.append(f"  {what:<{width - 2}}{roll:>9.1f}{train:>10.1f}")
     if e.peak_gib > e.device_gib:
@@ -500,7 +688,8 @@ def report(e: Estimate) -> str:
         )
     lines.append(
         f"plan: peak_gib_per_gpu={e.peak_gib:.1f} gpu_gib={e.device_gib:.1f} "
-        f"checkpoint_gib={e.checkpoint_gib:.1f} run_disk_gib={e.run_disk_gib:.0f} fits={'yes' if e.fits else 'no'}"
+        f"checkpoint_gib={e.checkpoint_gib:.1f} run_disk_gib={e.run_disk_gib:.0f} attention={e.attention.name} "
+        f"fits={'yes' if e.fits else 'no'}"
     )
     return "\n".join(lines)
 

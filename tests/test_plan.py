@@ -1,6 +1,7 @@
 """recipes/plan.py: parameter counts against the models' published sizes and a real model's own
 count, the memory and disk arithmetic against values worked out by hand, and the command on every
-preset (no default preset over an 80 GB GPU or 500 GiB of disk); bad arguments."""
+preset (no default preset over an 80 GB GPU or 500 GiB of disk); bad arguments; the padding sdpa
+keeps, against verl's own micro-batches."""
 
 import json
 import re
@@ -17,7 +18,8 @@ from recipes.train import compose
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = sorted(p.stem for p in (REPO / "configs" / "experiment").glob("*.yaml"))
 LAST = re.compile(
-    r"^plan: peak_gib_per_gpu=(\d+\.\d) gpu_gib=(\d+\.\d) checkpoint_gib=(\d+\.\d) run_disk_gib=(\d+) fits=(yes|no)$"
+    r"^plan: peak_gib_per_gpu=(\d+\.\d) gpu_gib=(\d+\.\d) checkpoint_gib=(\d+\.\d) run_disk_gib=(\d+) "
+    r"attention=(\w+) fits=(yes|no)$"
 )
 GIB = 2**30
 
@@ -54,7 +56,8 @@ def test_parameter_count_by_hand_and_against_a_real_model(tmp_path):
 
 def test_memory_and_disk_of_the_prompt_aug_preset_by_hand():
     p = 1_543_714_304
-    e = pl.estimate(compose(["experiment=prompt_aug_qwen2_5_math_1_5b"]))
+    # packed micro-batches (FlashAttention 2): the budget's tokens; sdpa's padding is tested below
+    e = pl.estimate(compose(["experiment=prompt_aug_qwen2_5_math_1_5b", "recipes.attention=flash"]))
     rows = {what.split(" (")[0]: (roll, train) for what, roll, train in e.rows}
     assert rows["actor parameters"] == pytest.approx((4 * p / 8 / GIB,) * 2)
     assert rows["gradients"] == pytest.approx((0, 4 * p / 8 / GIB))
@@ -120,13 +123,13 @@ def test_the_command_exits_3_when_it_does_not_fit_and_0_when_it_does(capsys):
     fixed = ["experiment=cw_grpo_open_rs", "actor_rollout_ref.actor.use_dynamic_bsz=false"]
     fixed += ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=24"]
     code, out = plan(*fixed)
-    assert code == 3 and "OVER: the peak" in out and LAST.match(out.splitlines()[-1]).group(5) == "no"
+    assert code == 3 and "OVER: the peak" in out and LAST.match(out.splitlines()[-1]).group(6) == "no"
     code, out = plan(*fixed, "--gpu-gib", "139.8")  # fits an H200
     assert code == 0 and out.splitlines()[-1].endswith("fits=yes")
     code, out = plan("experiment=prompt_aug_qwen2_5_math_1_5b", "trainer.save_freq=20")  # 198 saves: 604 GiB
     assert code == 3 and "OVER: the run writes 604 GiB, more than 500 GiB (--disk-gib)" in out
     code, out = plan("experiment=prompt_aug_qwen2_5_math_1_5b", "trainer.save_freq=20", "--disk-gib", "610")
-    assert code == 0 and out.splitlines()[-1].endswith("run_disk_gib=604 fits=yes")
+    assert code == 0 and out.splitlines()[-1].endswith("run_disk_gib=604 attention=sdpa fits=yes")
     # the command itself, as a user runs it: a config error is one line and exit 2
     bad = _plan("experiment=cw_grpo_open_rs", "trainer.save_freqq=3")
     assert bad.returncode == 2 and bad.stderr.startswith("config error:")
@@ -175,9 +178,11 @@ def test_every_preset_has_a_plan_and_the_defaults_fit():
 
 
 def test_the_time_model_by_hand():
-    """cw_grpo_open_rs: 16 questions x 12 responses on 4 GPUs (4 vLLM replicas), 4,608 tokens."""
+    """cw_grpo_open_rs at 16 questions x 12 responses on 4 GPUs (4 vLLM replicas), 4,608 tokens,
+    packed (FlashAttention 2)."""
     p = pl.KNOWN["deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"].params()
-    e = pl.estimate(compose(["experiment=cw_grpo_open_rs"]))
+    shape = ["data.train_batch_size=16", "actor_rollout_ref.actor.ppo_mini_batch_size=16"]
+    e = pl.estimate(compose(["experiment=cw_grpo_open_rs", "recipes.attention=flash", *shape]))
     kv_token = 2 * 28 * 2 * 128 * 2  # K and V, 28 layers, 2 KV heads of 128, bf16
     running = 48  # 192 responses / 4 replicas, all of which fit the KV cache at once
     per_token = (2 * p + running * 2304 * kv_token) / (3.35e12 * 0.5)  # weights + KV read each token
@@ -193,14 +198,16 @@ def test_each_moment_of_the_training_phase_is_within_a_quarter_of_what_a_gpu_mea
     """scripts/bench/actor_memory.py on one H200 and one H100 (docs/gpu/): verl's update replayed
     with random weights of each GPU preset's model at its micro-batch sizes; torch's peak at each
     moment (update, optimizer step, log-prob pass) against the plan's training phase on one GPU,
-    less the CUDA context (outside torch's allocator)."""
+    less the CUDA context (outside torch's allocator). The replay's micro-batches are sequences at
+    the limit filling the token budget, no padding: the packed plan (recipes.attention=flash)."""
     shapes = {s["id"]: s for s in json.loads((REPO / "docs/gpu/actor_memory_spec.json").read_text())}
     lines = (REPO / f"docs/gpu/actor_memory_{card}.jsonl").read_text().splitlines()
     measured = [json.loads(line) for line in lines]
     assert {m["id"] for m in measured} == set(shapes)
     for m in measured:
         shape = shapes[m["id"]]
-        cfg = compose([f"experiment={shape['presets'][0]}", "trainer.n_gpus_per_node=1", "trainer.nnodes=1"])
+        one_gpu = ["trainer.n_gpus_per_node=1", "trainer.nnodes=1", "recipes.attention=flash"]
+        cfg = compose([f"experiment={shape['presets'][0]}", *one_gpu])
         e = pl.estimate(cfg, gpu_gib=gpu_gib)
         assert m["params"] == pl.arch_of(cfg).params(), m["id"]
         planned = {k: v - pl.CUDA_CONTEXT_GIB for k, v in e.passes_gib.items()}
@@ -212,3 +219,154 @@ def test_each_moment_of_the_training_phase_is_within_a_quarter_of_what_a_gpu_mea
         assert set(m["peaks_gib"]) == set(planned)
         for moment, peak in m["peaks_gib"].items():
             assert 0.97 * peak <= planned[moment] <= 1.25 * peak, (m["id"], moment, planned[moment], peak)
+
+
+# One GPU, 1 question x 4 responses, 512 + 4,096 tokens, token budgets of one sequence (4,608)
+SMALL = [
+    "experiment=cw_grpo_open_rs",
+    "trainer.n_gpus_per_node=1",
+    "trainer.nnodes=1",
+    "data.train_batch_size=1",
+    "actor_rollout_ref.rollout.n=4",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=1",
+    "data.max_prompt_length=512",
+    "data.max_response_length=4096",
+    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=4608",
+    "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=4608",
+]
+
+
+def test_sdpa_exceeds_flash_by_the_factor_padding_predicts_on_a_small_shape():
+    """By hand: the 4 sequences are 256 prompt tokens + responses at the middles of four equal
+    slices of 4,096 (512, 1,536, 2,560, 3,584): 768, 1,792, 2,816, 3,840, 9,216 in all. A budget of
+    4,608 takes 2 micro-batches, balanced: {3,840, 768} and {2,816, 1,792}, 4,608 real tokens each.
+    Packed, the largest computes 4,608 tokens; padded to its longest, 2 x 3,840 = 7,680 (5/3 as
+    many), and the two 7,680 + 5,632 = 13,312 against 9,216 real: 13/9 of the training time."""
+    assert pl.simulated_lengths(4, 512, 4096) == [768, 1792, 2816, 3840]
+    flash = pl.estimate(compose([*SMALL, "recipes.attention=flash"]))
+    sdpa = pl.estimate(compose([*SMALL, "recipes.attention=sdpa"]))
+    a = pl.arch_of(compose(SMALL))
+    assert "(log-prob, 7,680 tokens with padding," in " ".join(r[0] for r in sdpa.rows)
+    # the log-prob pass: bf16 logits, softmax and their product, 3 x 2 bytes a token and entry
+    logprob = (7680 - 4608) * a.vocab * 3 * 2
+    assert sdpa.passes_gib["log-prob"] - flash.passes_gib["log-prob"] == pytest.approx(logprob / GIB)
+    # the training phase: its largest moment (here the optimizer step's fp32 copy when packed)
+    assert sdpa.rows[-1][2] == pytest.approx(max(sdpa.passes_gib.values()))
+    assert sdpa.rows[-1][2] > flash.rows[-1][2] == pytest.approx(max(flash.passes_gib.values()))
+    # the update: checkpointed layer inputs, a recomputed layer and its gradients, logits and log-softmax
+    per_token = a.layers * a.hidden * 2 + 2 * (4 * a.hidden + 4 * a.intermediate) * 2 + a.vocab * 2 * 2
+    update = (7680 - 4608) * per_token
+    assert sdpa.passes_gib["update"] - flash.passes_gib["update"] == pytest.approx(update / GIB)
+    # time: every training pass over 13/9 of its tokens, the generation unchanged
+    assert sdpa.train_s == pytest.approx(flash.train_s * 13 / 9)
+    assert sdpa.step_s - sdpa.train_s == pytest.approx(flash.step_s - flash.train_s)
+    # fixed micro-batches of 2 (no dynamic batching): each at the longer of two responses drawn
+    # from the spread, on average 256 + 4,096 x 2/3 against 256 + 2,048; memory counts the limit
+    # (2 x 4,608) either way
+    fixed = [*SMALL, "actor_rollout_ref.actor.use_dynamic_bsz=false"]
+    fixed += ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2"]
+    fixed += ["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2"]
+    flash = pl.estimate(compose([*fixed, "recipes.attention=flash"]))
+    sdpa = pl.estimate(compose([*fixed, "recipes.attention=sdpa"]))
+    assert sdpa.rows[-1][2] == pytest.approx(flash.rows[-1][2])
+    assert sdpa.train_s == pytest.approx(flash.train_s * (256 + 4096 * 2 / 3) / (256 + 2048))
+
+
+def test_the_report_names_the_attention_it_assumed(capsys):
+    """auto is planned as sdpa (flash-attn on the GPU nodes cannot be seen from where the plan
+    runs) with FlashAttention 2's figures beside it; flash and sdpa as asked; a hand-set
+    attn_implementation (the CPU platform's sdpa) as set; anything else is one line, exit 2."""
+    auto = pl.estimate(compose(["experiment=cw_grpo_open_rs"]))
+    out = pl.report(auto).splitlines()
+    assert out[1].startswith(
+        "attention: PyTorch's sdpa, padding kept: recipes.attention=auto planned at its worse"
+    )
+    assert LAST.match(out[-1]).group(5) == "sdpa"
+    f = auto.flash
+    assert f.attention.packed and not auto.attention.packed and f.rows[-1][2] < auto.rows[-1][2]
+    assert (
+        "with FlashAttention 2 (flash-attn installed on the GPU nodes, recipes.attention=flash): "
+        f"training {f.rows[-1][2]:.1f} GiB per GPU, peak {f.peak_gib:.1f}, ~{f.step_s:.0f} s a step"
+    ) in out
+    assert any(
+        line.startswith("padding: each micro-batch is computed at its longest sequence") for line in out
+    )
+    flash = pl.report(pl.estimate(compose(["experiment=cw_grpo_open_rs", "recipes.attention=flash"])))
+    lines = flash.splitlines()
+    assert lines[1] == "attention: FlashAttention 2, padding removed (recipes.attention=flash)"
+    assert LAST.match(lines[-1]).group(5) == "flash" and "with FlashAttention 2" not in flash
+    assert "padding:" not in flash and f"training {f.rows[-1][2]:.1f}" not in flash  # its own table
+    sdpa = pl.report(pl.estimate(compose(["experiment=cw_grpo_open_rs", "recipes.attention=sdpa"])))
+    assert sdpa.splitlines()[1] == "attention: PyTorch's sdpa, padding kept (recipes.attention=sdpa)"
+    assert "with FlashAttention 2" not in sdpa
+    cpu = pl.report(pl.estimate(compose(["experiment=demo_cpu"]))).splitlines()
+    assert cpu[1] == (
+        "attention: sdpa, padding kept: actor_rollout_ref.model.override_config.attn_implementation=sdpa, "
+        "actor_rollout_ref.model.use_remove_padding=false"
+    )
+    assert pl.main(["experiment=cw_grpo_open_rs", "recipes.attention=maybe"]) == 2
+    err = capsys.readouterr()
+    assert err.out == "" and err.err == "config error: recipes.attention=maybe: one of auto, flash, sdpa.\n"
+
+
+def test_padded_micro_batches_are_what_verls_engine_computes():
+    """The real part: a GPU's 24 simulated sequences given to verl's engine path as verl gives
+    them (nested input_ids, no padding; prepare_micro_batches, which calls rearrange_micro_batches
+    with the token budget), each micro-batch padded as its FSDP engine pads one without
+    remove-padding (to_padded_tensor at the micro-batch's longest); the plan's padded tokens and
+    its printed micro-batch are those."""
+    import torch
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.engine.utils import prepare_micro_batches
+
+    lengths = pl.simulated_lengths(24, 512, 4096)
+    # 256 + (2i + 1) x 4,096 // 48: 256 + 85 for the shortest, 256 + 4,010 for the longest
+    assert (lengths[0], lengths[-1], len(set(lengths))) == (341, 4266, 24)
+    ids = torch.nested.as_nested_tensor(
+        [torch.ones(n, dtype=torch.long) for n in lengths], layout=torch.jagged
+    )
+    batch = tu.get_tensordict({"input_ids": ids}, {"use_dynamic_bsz": True, "max_token_len_per_gpu": 16384})
+    micro, _ = prepare_micro_batches(batch)
+    computed = []
+    for mb in micro:
+        longest = int(mb["input_ids"].offsets().diff().max())
+        real = int(mb["input_ids"].offsets()[-1])
+        assert real <= 16384  # the budget counts real tokens only
+        shape = (mb.batch_size[0], longest)
+        computed.append(torch.nested.to_padded_tensor(mb["input_ids"], 0, output_size=shape).numel())
+    assert sorted(pl.padded(pl.micro_batches(tuple(lengths), 16384))) == sorted(computed)
+    assert max(computed) > 16384 and sum(computed) > 1.5 * sum(lengths)  # the padding's cost
+    # the plan on a config whose GPU holds those 24 sequences (2 questions x 12 responses)
+    shape = ["trainer.n_gpus_per_node=1", "trainer.nnodes=1", "data.train_batch_size=2"]
+    shape += ["actor_rollout_ref.rollout.n=12", "actor_rollout_ref.actor.ppo_mini_batch_size=2"]
+    shape += ["data.max_prompt_length=512", "data.max_response_length=4096"]
+    shape += ["actor_rollout_ref.actor.ppo_max_token_len_per_gpu=16384"]
+    shape += ["actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=16384"]
+    e = pl.estimate(compose(["experiment=cw_grpo_open_rs", "recipes.attention=sdpa", *shape]))
+    assert f"logits ({max(computed):,} tokens with padding x" in " ".join(r[0] for r in e.rows)
+    assert f"of up to {max(computed):,} tokens against the 16,384-token budget" in " ".join(e.notes)
+
+
+def test_the_padding_figures_running_md_quotes_are_the_plans():
+    """docs/running.md#memory-and-disk-plan works cw_grpo_open_rs's padding through and quotes
+    the plan's FlashAttention 2 line and prompt_aug's last line: as the plan computes them today."""
+    e = pl.estimate(compose(["experiment=cw_grpo_open_rs"]))
+    cfg = compose(["experiment=cw_grpo_open_rs"])
+    world = int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.nnodes)
+    per_gpu = int(cfg.data.train_batch_size) * int(cfg.actor_rollout_ref.rollout.n) // world
+    tokens = pl.passes(cfg, world, e.attention)
+    text = " ".join((REPO / "docs" / "running.md").read_text().split())
+    f = e.flash
+    quoted = [
+        f"For `cw_grpo_open_rs` ({per_gpu} sequences a GPU, 16,384-token budgets) the largest micro-batch "
+        f"is {tokens.infer:,} tokens and the passes do {tokens.infer_work:.2f}x their real tokens: "
+        f"{e.rows[-1][2]:.1f} GiB in the training phase instead of {f.rows[-1][2]:.1f}.",
+        f"training {f.rows[-1][2]:.1f} GiB per GPU, peak {f.peak_gib:.1f}, ~{f.step_s:.0f} s a step",
+        pl.report(pl.estimate(compose(["experiment=prompt_aug_qwen2_5_math_1_5b"]))).splitlines()[-1],
+    ]
+    assert tokens.update == tokens.infer and tokens.update_work == tokens.infer_work  # one mini-batch
+    missing = [q for q in quoted if q not in text]
+    assert not missing, missing
+    # and the example of a batch of mostly short responses with a few at the limit
+    short = pl.padded(pl.micro_batches((800,) * 33 + (4352,) * 3, 16384))
+    assert f"give micro-batches of {max(short):,} tokens, {max(short) / 16384:.1f}x the budget" in text

@@ -44,7 +44,15 @@ def spec(presets: list[str] | None = None) -> list[dict]:
 
     shapes: dict[tuple, dict] = {}
     for preset in presets or gpu_presets():
-        cfg = compose([f"experiment={preset}", "trainer.n_gpus_per_node=1", "trainer.nnodes=1"])
+        # packed: the probe replays full-length sequences, which no micro-batch pads (recipes/plan.py)
+        cfg = compose(
+            [
+                f"experiment={preset}",
+                "trainer.n_gpus_per_node=1",
+                "trainer.nnodes=1",
+                "recipes.attention=flash",
+            ]
+        )
         est = plan.estimate(cfg)
         arch = plan.arch_of(cfg)
         seq, tokens, logprob_tokens = plan.pass_tokens(cfg)

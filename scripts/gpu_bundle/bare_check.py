@@ -306,7 +306,9 @@ def plan_figures(overrides: list[str], run: Path, gpu_gib: float) -> dict:
     from recipes import plan
     from recipes.train import compose
 
-    cfg = compose([*overrides, f"recipes.output_dir={run}"])
+    # planned as packed: the random model writes every response to its limit, so no micro-batch
+    # holds padding whatever attention the run used (recipes/plan.py's sdpa figures assume spread lengths)
+    cfg = compose([*overrides, f"recipes.output_dir={run}", "recipes.attention=flash"])
     e = plan.estimate(cfg, gpu_gib=gpu_gib)
     held = next(r[1] for r in e.rows if r[0].startswith("actor parameters")) + next(
         r[1] for r in e.rows if r[0].startswith("Adam states")
