@@ -1,16 +1,22 @@
 """The Python half of scripts/gpu_smoke.sh: which presets to run and with which overrides, the few
 eval questions, and each run's result line and the summary table. Run as a file.
 
-    python scripts/gpu_smoke.py plan --models-dir M --data-dir D --out-dir O --gpus N [--presets a,b]
-    python scripts/gpu_smoke.py downloads MODELS_DIR DATA_DIR   # commands that fill both folders
+    python scripts/gpu_smoke.py plan [--models-dir M --data-dir D] --out-dir O --gpus N [--presets a,b]
+    python scripts/gpu_smoke.py downloads [--presets a,b] [--smoke]  # what is missing from the caches
+    python scripts/gpu_smoke.py downloads MODELS_DIR DATA_DIR       # commands that fill both folders
     python scripts/gpu_smoke.py questions VAL.parquet OUT.jsonl [--n 8]
     python scripts/gpu_smoke.py result --preset P --run-dir R --train-rc 0 ... --results F
     python scripts/gpu_smoke.py table RESULTS.jsonl
 
 The presets are every file in configs/experiment/ whose platform is not `cpu` (its defaults list,
 following parent presets as Hydra does), each scaled down by the same overrides (the constants
-below), with the preset's model from MODELS_DIR/<name> or a smaller one of its series (STAND_INS),
-and the data from DATA_DIR/<dataset>/{train,test}.parquet. A preset passes when training exited 0
+below), with the preset's model or a smaller one of its series (STAND_INS) and its data read where
+every preset's sbatch reads them: the model by its hub id from the Hugging Face cache ($HF_HOME),
+the data from $RECIPES_CACHE/data/<dataset>/{train,test}.parquet. The older form names two folders
+instead: MODELS_DIR/<name> and DATA_DIR/<dataset>/ (DATA_DIR is what $RECIPES_CACHE/data is to the
+presets). Each preset's line in the plan says whether all it reads is here (then the run sets
+HF_HUB_OFFLINE=1), what it downloads, or why it is skipped (recipes.platforms.gpu.inputs, the same
+decision train.sbatch makes). A preset passes when training exited 0
 and logged both steps and the conversion and the evaluation exited 0; its figures (s/step, peak,
 plan, actor GiB, tokens/s, eval) come from the run's files, a missing one shown as `-` without
 failing it. `table` exits 1 unless every preset passed; an error exits 2. What each figure
@@ -29,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
 STEPS = 2
-ROLLOUT_N = 8  # a multiple of 4, as TA-GRPO's (N+1) x G with N = 3 rephrasings needs
+ROLLOUT_N = 8  # responses per question; a TA-GRPO preset gets (N+1) x 2 when that is more (rollout_n)
 RESPONSE_TOKENS = 256
 VAL_QUESTIONS = 8
 EVAL_QUESTIONS = 8
@@ -114,10 +120,52 @@ def choices(preset: str, _seen: tuple[str, ...] = ()) -> dict:
     return out
 
 
+def _chain(preset: str) -> list[Path]:
+    """The preset's file after its parents' (the order in which Hydra merges them, `_self_` last)."""
+    path = CONFIGS / "experiment" / f"{preset}.yaml"
+    parents = [e for e in _yaml(path).get("defaults", []) if isinstance(e, str) and e != "_self_"]
+    return [f for parent in parents for f in _chain(parent)] + [path]
+
+
+def preset_value(preset: str, key: str):
+    """A dotted key's value as the preset composes it from its methods' configs, its parents and
+    itself (later wins, as in Hydra); None when none sets it. (`choices` has checked for loops.)"""
+    files = [CONFIGS / "method" / f"{m}.yaml" for m in choices(preset)["methods"] or []] + _chain(preset)
+    found = None
+    for path in files:
+        value = _yaml(path)
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        found = found if value is None else value
+    return found
+
+
+def rollout_n(preset: str) -> int:
+    """Responses per question in the smoke run: ROLLOUT_N, or for TA-GRPO 2 for each of a question's
+    N+1 variants when that is more (its per-variant groups need G >= 2, its rows N+1 variants)."""
+    if "ta_grpo" not in (choices(preset)["methods"] or []):
+        return ROLLOUT_N
+    variants = int(preset_value(preset, "recipes.ta_grpo.n_rephrasings") or 0) + 1
+    return max(ROLLOUT_N, 2 * variants)
+
+
 def gpu_presets() -> list[str]:
     """Every preset in configs/experiment/ that does not run on platform=cpu, sorted."""
     names = sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml"))
     return [n for n in names if choices(n)["platform"] != "cpu"]
+
+
+def default_data_dir() -> Path:
+    """Where the presets read their data: $RECIPES_CACHE/data (configs/train.yaml's cache_dir)."""
+    from recipes.files import cache_dir
+
+    return cache_dir() / "data"
+
+
+def model_hub_id(name: str) -> str | None:
+    """The hub id a model config trains (its `path`), or None for a local model."""
+    path = _yaml(CONFIGS / "model" / f"{name}.yaml").get("path")
+    return path if isinstance(path, str) and "${" not in path else None
 
 
 def data_files(name: str, data_dir: Path) -> tuple[Path, Path]:
@@ -140,17 +188,6 @@ def batch_size(gpus: int) -> int:
     return gpus * math.ceil(4 / gpus)
 
 
-def _data_hint(name: str, data_dir: Path) -> str:
-    if name.endswith("_rephrased"):
-        base = name.removesuffix("_rephrased")
-        return (
-            f"python -m recipes.tools.data prepare {base} --out {data_dir / base}, then python -m recipes.tools.rephrase "
-            f"--input {data_dir / base / 'train.parquet'} --output {data_dir / name / 'train.parquet'} ... "
-            "(docs/rephrase.md)"
-        )
-    return f"python -m recipes.tools.data prepare {name} --out {data_dir / name}"
-
-
 @dataclass
 class Plan:
     preset: str
@@ -159,11 +196,23 @@ class Plan:
     val_file: str
     overrides: list[str] = field(default_factory=list)
     problem: str = ""
+    hub: str = ""  # recipes.offline's line: `offline: ...` (HF_HUB_OFFLINE=1) or `online: ...`
 
 
 def plan(
-    models_dir: Path, data_dir: Path, out_dir: Path, gpus: int, attn: str, only: list[str] | None = None
+    models_dir: Path | None,
+    data_dir: Path | None,
+    out_dir: Path,
+    gpus: int,
+    attn: str,
+    only: list[str] | None = None,
 ) -> list[Plan]:
+    """Each preset's run. models_dir None: the models by hub id from the Hugging Face cache;
+    data_dir None: $RECIPES_CACHE/data (where the presets' own sbatch scripts read both)."""
+    import functools
+
+    from recipes.platforms import gpu as gpu_platform
+
     if not 1 <= gpus <= 8:
         raise SmokeError(f"GPUS must be 1 to 8 (one node), got {gpus}")
     presets = gpu_presets()
@@ -173,31 +222,31 @@ def plan(
             raise SmokeError(f"not a GPU preset: {', '.join(unknown)} (known: {', '.join(presets)})")
         presets = [p for p in presets if p in only]
     b = batch_size(gpus)
+    data_dir = default_data_dir() if data_dir is None else data_dir
+    reachable = functools.cache(gpu_platform.hub_reachable)  # asked once, and only if a model is missing
     plans = []
     for preset in presets:
         c = choices(preset)
-        problems = []
+        problems, hub = [], ""
         model, data = c["model"], c["data"]
         overrides = [f"experiment={preset}", "platform=gpu"]
-        if model in LOCAL_MODELS:
-            pass
-        elif model in STAND_INS:
-            folder = models_dir / STAND_INS[model][0]
-            overrides.append(f"actor_rollout_ref.model.path={folder}")
-            if not (folder / "config.json").is_file():
-                problems.append(
-                    f"no model at {folder} (hf download {STAND_INS[model][1]} --local-dir {folder})"
-                )
+        train, val = data_files(data, data_dir)
+        if model in STAND_INS:
+            folder, hub_id = STAND_INS[model]
+            path = hub_id if models_dir is None else str(models_dir / folder)
+            hint = "" if models_dir is None else f"hf download {hub_id} --local-dir {path}"
+            overrides.append(f"actor_rollout_ref.model.path={path}")
+            found = gpu_platform.inputs(path, (train, val), reachable, hint)
+            if found.ok:
+                hub = found.line()
+            else:
+                problems.append(found.line())
+        elif model in LOCAL_MODELS:  # recipes.train builds it, with no hub access: only the data to check
+            problems += gpu_platform.missing_data((train, val))
+            hub = "" if problems else "offline: a model recipes.train builds here, and local data"
         else:
             problems.append(f"model {model!r} has no stand-in in scripts/gpu_smoke.py STAND_INS")
-        train, val = data_files(data, data_dir)
         overrides += [f"data.train_files={train}", f"data.val_files={val}"]
-        missing: dict[Path, list[str]] = {}
-        for f in dict.fromkeys((train, val)):
-            if not f.is_file():
-                missing.setdefault(f.parent, []).append(f.name)
-        for folder, names in missing.items():
-            problems.append(f"no {' or '.join(names)} in {folder} ({_data_hint(folder.name, data_dir)})")
         overrides += [
             f"trainer.n_gpus_per_node={gpus}",
             "trainer.nnodes=1",
@@ -211,7 +260,7 @@ def plan(
             f"data.val_max_samples={VAL_QUESTIONS}",
             f"data.max_response_length={RESPONSE_TOKENS}",
             f"actor_rollout_ref.actor.ppo_mini_batch_size={b}",
-            f"actor_rollout_ref.rollout.n={ROLLOUT_N}",
+            f"actor_rollout_ref.rollout.n={rollout_n(preset)}",
             f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={ROLLOUT_N}",
             f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={ROLLOUT_N}",
             f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={ROLLOUT_N}",
@@ -221,12 +270,15 @@ def plan(
         for method in c["methods"] or []:
             overrides += METHOD_EXTRA.get(method, [])
         overrides.append(f"recipes.attention={attn}")  # auto: flash-attn if it imports, else sdpa
-        plans.append(Plan(preset, model, data, str(val), overrides, "; ".join(problems)))
+        plans.append(Plan(preset, model, data, str(val), overrides, "; ".join(problems), hub))
     return plans
 
 
 def downloads(models_dir: Path, data_dir: Path) -> list[str]:
-    """Shell lines that fetch what the GPU presets need (run on a machine with internet)."""
+    """Shell lines that fill MODELS_DIR and DATA_DIR for the smoke run (the older form; run on a
+    machine with internet)."""
+    from recipes.platforms.gpu import data_hint
+
     models, datasets = {}, {}
     for preset in gpu_presets():
         c = choices(preset)
@@ -239,9 +291,53 @@ def downloads(models_dir: Path, data_dir: Path) -> list[str]:
     lines = [f"hf download {hub} --local-dir {models_dir / folder}" for folder, hub in sorted(models.items())]
     for name in sorted(datasets):
         if name.endswith("_rephrased"):
-            lines.append(f"# {name}: {_data_hint(name, data_dir)}")
+            lines.append(f"# {name}: {data_hint(data_dir / name)}")
         else:
             lines.append(f"python -m recipes.tools.data prepare {name} --out {data_dir / name}")
+    return lines
+
+
+def cache_downloads(only: list[str] | None = None, smoke_only: bool = False) -> list[str]:
+    """Shell lines that put into the caches what is not there yet: each model by its hub id into
+    the Hugging Face cache ($HF_HOME), each dataset into $RECIPES_CACHE/data. The models are every
+    GPU preset's own (what its sbatch trains) and its smoke stand-in, or only the stand-ins with
+    smoke_only. What is already there is a `#` line. Run on a machine with internet, with the
+    HF_HOME and RECIPES_CACHE of the jobs."""
+    from recipes.platforms.gpu import data_hint, hub_cache, hub_snapshot
+
+    presets = gpu_presets()
+    if only:
+        unknown = [p for p in only if p not in presets]
+        if unknown:
+            raise SmokeError(f"not a GPU preset: {', '.join(unknown)} (known: {', '.join(presets)})")
+        presets = [p for p in presets if p in only]
+    data_dir = default_data_dir()
+    models: dict[str, None] = {}
+    datasets: dict[Path, set[str]] = {}
+    for preset in presets:
+        c = choices(preset)
+        own = model_hub_id(c["model"]) if c["model"] not in LOCAL_MODELS else None
+        stand_in = STAND_INS[c["model"]][1] if c["model"] in STAND_INS else None
+        for hub in (stand_in,) if smoke_only else (own, stand_in):
+            if hub:
+                models[hub] = None
+        for f in data_files(c["data"], data_dir):
+            datasets.setdefault(f.parent, set()).add(f.name)
+    lines = [f"# models into the Hugging Face cache {hub_cache()}, data into {data_dir}"]
+    if any(m.startswith("meta-llama/") for m in models if hub_snapshot(m) is None):
+        lines.append(
+            "# meta-llama models are gated: accept their license on huggingface.co, then `hf auth login`"
+        )
+    for hub in sorted(models):
+        snapshot = hub_snapshot(hub)
+        lines.append(f"# cached: {hub} ({snapshot})" if snapshot else f"hf download {hub}")
+    for folder, names in sorted(datasets.items()):
+        if all((folder / name).is_file() for name in names):
+            lines.append(f"# ready: {folder}")
+        elif folder.name.endswith("_rephrased"):
+            lines.append(f"# {folder.name}: {data_hint(folder)}")
+        else:
+            lines.append(f"python -m recipes.tools.data prepare {folder.name} --out {folder}")
     return lines
 
 
@@ -455,17 +551,28 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python scripts/gpu_smoke.py", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser(
-        "plan", help="one line per preset: preset, problem, val file, overrides... (separated by \\x1f)"
+        "plan",
+        help="one line per preset: preset, problem, HF_HUB_OFFLINE decision, val file, overrides... "
+        "(separated by \\x1f)",
     )
-    s.add_argument("--models-dir", required=True)
-    s.add_argument("--data-dir", required=True)
+    s.add_argument(
+        "--models-dir", help="one folder per model (default: hub ids, from the Hugging Face cache)"
+    )
+    s.add_argument("--data-dir", help="DATA_DIR/<dataset>/ (default: $RECIPES_CACHE/data)")
     s.add_argument("--out-dir", required=True)
     s.add_argument("--gpus", type=int, required=True)
     s.add_argument("--attn", choices=("auto", "flash", "sdpa"), default="auto")
     s.add_argument("--presets", default="", help="comma-separated subset (default: every GPU preset)")
-    s = sub.add_parser("downloads", help="the commands that fetch the models and data the presets need")
-    s.add_argument("models_dir")
-    s.add_argument("data_dir")
+    s = sub.add_parser(
+        "downloads",
+        help="[--presets a,b] [--smoke]: the commands that fetch what the GPU presets (and their smoke "
+        "stand-ins) need and the caches lack (HF_HOME, RECIPES_CACHE); with MODELS_DIR DATA_DIR, those "
+        "that fill the two folders",
+    )
+    s.add_argument("models_dir", nargs="?")
+    s.add_argument("data_dir", nargs="?")
+    s.add_argument("--presets", default="", help="comma-separated subset (default: every GPU preset)")
+    s.add_argument("--smoke", action="store_true", help="only the smoke run's models, not the presets' own")
     s = sub.add_parser("questions", help="the first N rows of a data file as eval.run's JSONL")
     s.add_argument("parquet")
     s.add_argument("out")
@@ -490,19 +597,27 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "plan":
             only = [x.strip() for x in args.presets.split(",") if x.strip()]
             for pl in plan(
-                Path(args.models_dir),
-                Path(args.data_dir),
+                Path(args.models_dir) if args.models_dir else None,
+                Path(args.data_dir) if args.data_dir else None,
                 Path(args.out_dir),
                 args.gpus,
                 args.attn,
                 only,
             ):
-                fields = [pl.preset, pl.problem, pl.val_file, *pl.overrides]
+                fields = [pl.preset, pl.problem, pl.hub, pl.val_file, *pl.overrides]
                 if any(SEP in f or "\n" in f for f in fields):
                     raise SmokeError(f"{pl.preset}: a path holds a newline or a \\x1f character")
                 print(SEP.join(fields))
         elif args.cmd == "downloads":
-            print("\n".join(downloads(Path(args.models_dir).absolute(), Path(args.data_dir).absolute())))
+            if args.data_dir is None and args.models_dir is not None:
+                raise SmokeError("downloads takes both MODELS_DIR and DATA_DIR, or neither (the caches)")
+            if args.models_dir is not None and (args.presets or args.smoke):
+                raise SmokeError("--presets and --smoke go with the caches, not with MODELS_DIR DATA_DIR")
+            if args.models_dir is None:
+                only = [x.strip() for x in args.presets.split(",") if x.strip()]
+                print("\n".join(cache_downloads(only, args.smoke)))
+            else:
+                print("\n".join(downloads(Path(args.models_dir).absolute(), Path(args.data_dir).absolute())))
         elif args.cmd == "questions":
             n = write_questions(Path(args.parquet), Path(args.out), args.n)
             print(f"{n} questions in {args.out}")

@@ -2,14 +2,16 @@
 # GPU smoke run: every GPU experiment preset, scaled down, on the GPUs of this machine (1 to 8),
 # then its last checkpoint converted to HuggingFace and evaluated with vLLM on a few questions.
 #
-#   scripts/gpu_smoke.sh MODELS_DIR DATA_DIR [OUT_DIR]
-#   DRY_RUN=1 scripts/gpu_smoke.sh [MODELS_DIR DATA_DIR]    # print every command, run nothing
-#   sbatch scripts/slurm/gpu_smoke.sbatch MODELS_DIR DATA_DIR   # the same as a Slurm job
+#   scripts/gpu_smoke.sh                       # models and data from the caches every preset reads
+#   scripts/gpu_smoke.sh MODELS_DIR DATA_DIR [OUT_DIR]   # the older form: two folders of your own
+#   DRY_RUN=1 scripts/gpu_smoke.sh             # print every command, run nothing
+#   sbatch scripts/slurm/gpu_smoke.sbatch      # the same as a Slurm job
 #
 # Presets: every configs/experiment/*.yaml whose platform is not cpu (a new one is picked up by
 # itself). Per preset, in OUT_DIR/<preset>/ (train.log, convert.log, eval.log, gpu_memory.csv):
 #   1. python -m recipes.train experiment=<preset> platform=gpu trainer.n_gpus_per_node=<GPUs> ...
-#      2 steps, ceil(4/GPUs) x GPUs questions x 8 responses, responses of at most 256 tokens,
+#      2 steps, ceil(4/GPUs) x GPUs questions x 8 responses (TA-GRPO: 2 per variant when more),
+#      responses of at most 256 tokens,
 #      validation on 8 questions and a checkpoint at step 2 (scripts/gpu_smoke.py lists them all)
 #   2. python -m eval.convert run/checkpoints --steps 2           (verl's merger, to hf/global_step_2)
 #   3. python -m eval.run --model hf/global_step_2 --backend vllm  on the first 8 validation questions
@@ -17,16 +19,25 @@
 # the actor's peak (torch), tokens/s, eval accuracy. At the end: a Markdown table of all presets
 # (also in OUT_DIR/table.md). Exit status 0 only when every preset passed.
 #
-# Inputs (no hub access is assumed; HF_HUB_OFFLINE=1 is set):
+# Inputs: the preset's model where it fits one GPU, else a smaller one of its family
+# (scripts/gpu_smoke.py, STAND_INS; docs/slurm.md), and the preset's data. Without folders, read where
+# every preset's sbatch reads them (docs/slurm.md#offline-clusters):
+#   models      by hub id from the Hugging Face cache, $HF_HOME/hub (HF_HOME default ~/.cache/huggingface)
+#   data        $RECIPES_CACHE/data/<dataset>/{train,test}.parquet (RECIPES_CACHE default
+#               ~/.cache/verl_math_recipes), as `python -m recipes.tools.data prepare NAME` writes them
+# `python scripts/gpu_smoke.py downloads` prints what the caches lack (run it where there is internet,
+# with the jobs' HF_HOME and RECIPES_CACHE). The older form names two folders instead:
 #   MODELS_DIR  one folder per model, named after its hub repository (Qwen2.5-Math-1.5B, Qwen3-1.7B,
-#               DeepSeek-R1-Distill-Qwen-1.5B, ...): the preset's model where it fits one GPU, else a
-#               smaller one of its family (scripts/gpu_smoke.py, STAND_INS; docs/slurm.md)
-#   DATA_DIR    DATA_DIR/<dataset>/{train,test}.parquet, as `python -m recipes.tools.data prepare NAME
-#               --out DATA_DIR/NAME` writes them
-#   OUT_DIR     default outputs/gpu_smoke/<date-time>
-# `python scripts/gpu_smoke.py downloads MODELS_DIR DATA_DIR` prints the commands that fill both
-# (run them where there is internet). A preset whose model or data is missing is reported as SKIP
-# with the command that would fetch it; the other presets still run.
+#               DeepSeek-R1-Distill-Qwen-1.5B, ...); `python scripts/gpu_smoke.py downloads MODELS_DIR
+#               DATA_DIR` prints the commands that fill both
+#   DATA_DIR    DATA_DIR/<dataset>/{train,test}.parquet: what $RECIPES_CACHE/data is to the presets
+#   OUT_DIR     default outputs/gpu_smoke/<date-time> (also the OUT_DIR environment variable)
+# Hub access: a preset whose model and data are all here runs with HF_HUB_OFFLINE=1 (a hub id counts
+# when its whole snapshot is cached), and HF_DATASETS_OFFLINE=1 always (the data are local files). A
+# hub model missing from the cache is downloaded when this node reaches the Hub, said in one line;
+# otherwise the preset is reported as SKIP with the command that fetches it beforehand, as is a
+# preset whose data or MODELS_DIR folder is missing. The other presets still run. An HF_HUB_OFFLINE
+# you set yourself is kept.
 #
 # Environment variables:
 #   GPUS_PER_NODE   GPUs to use, 1-8 (default: CUDA_VISIBLE_DEVICES's count, else nvidia-smi's;
@@ -35,6 +46,9 @@
 #   PYTHON          interpreter with this project installed (default: python)
 #   ATTN            auto (default: flash-attn if importable, else sdpa), flash or sdpa
 #   PRESET_TIMEOUT  seconds allowed for each of training and evaluation (default 1800)
+#   HF_HOME, RECIPES_CACHE  the caches above
+#   RECIPES_SKIP_DRIVER_CHECK  1: do not compare the driver's version with torch's CUDA (for nodes that
+#                   run a newer CUDA through NVIDIA's forward-compatibility libraries; one line says so)
 #   DRY_RUN         1: print the commands as "[dry-run] ..." lines and run nothing
 #
 # Status: its checks, plan, SKIP path and table ran on an H100 (2026-11-27) with no weights there;
@@ -51,28 +65,30 @@ if [[ ${1-} == -h || ${1-} == --help ]]; then
     exit 0
 fi
 parse_dry_run
-if (($# == 0)) && is_dry_run; then
-    set -- MODELS_DIR DATA_DIR # placeholders, printed as they are
-    note "no folders given: MODELS_DIR and DATA_DIR stand for them below"
-else
-    (($# == 2 || $# == 3)) || die "usage: scripts/gpu_smoke.sh MODELS_DIR DATA_DIR [OUT_DIR] (--help for more)"
-    _abs=() # the folders as absolute paths
-    for _arg in "$@"; do
-        [[ $_arg == /* ]] || _arg=$PWD/$_arg
-        _abs+=("$_arg")
-    done
-    set -- "${_abs[@]}"
+(($# == 0 || $# == 2 || $# == 3)) ||
+    die "usage: scripts/gpu_smoke.sh, or scripts/gpu_smoke.sh MODELS_DIR DATA_DIR [OUT_DIR] (--help for more)"
+_abs=() # the folders as absolute paths
+for _arg in "$@"; do
+    [[ $_arg == /* ]] || _arg=$PWD/$_arg
+    _abs+=("$_arg")
+done
+set -- ${_abs[@]+"${_abs[@]}"}
+MODELS_DIR=${1-}
+DATA_DIR=${2-}
+OUT_DIR=${3:-${OUT_DIR:-outputs/gpu_smoke/$(date +%Y%m%d-%H%M%S)}}
+# the caches, as train.sbatch sets them: the same hub cache and data folder for every preset
+export HF_HOME=${HF_HOME:-$HOME/.cache/huggingface}
+if [[ -z $MODELS_DIR ]]; then
+    note "models from the Hugging Face cache (HF_HOME=$HF_HOME), data from" \
+        "${RECIPES_CACHE:-$HOME/.cache/verl_math_recipes}/data (RECIPES_CACHE), as every preset's sbatch reads them"
 fi
-MODELS_DIR=$1
-DATA_DIR=$2
-OUT_DIR=${3:-outputs/gpu_smoke/$(date +%Y%m%d-%H%M%S)}
 [[ $OUT_DIR == /* ]] || OUT_DIR=$PWD/$OUT_DIR
 PYTHON=${PYTHON:-python}
 ATTN=${ATTN:-auto}
 PRESET_TIMEOUT=${PRESET_TIMEOUT:-1800}
 require_posint PRESET_TIMEOUT
 [[ $ATTN =~ ^(auto|flash|sdpa)$ ]] || die "ATTN must be auto, flash or sdpa, got '$ATTN'"
-if ! is_dry_run; then
+if ! is_dry_run && [[ -n $MODELS_DIR ]]; then
     [[ -d $MODELS_DIR ]] || die "MODELS_DIR '$MODELS_DIR' is not a folder"
     [[ -d $DATA_DIR ]] || die "DATA_DIR '$DATA_DIR' is not a folder"
 fi
@@ -98,6 +114,7 @@ else
     die "no GPU found (no nvidia-smi, CUDA_VISIBLE_DEVICES unset); set GPUS_PER_NODE=N to override"
 fi
 if ! is_dry_run; then # the driver against torch's CUDA (R580+ for CUDA 13), in one line
+    # (RECIPES_SKIP_DRIVER_CHECK=1 skips the comparison, for CUDA forward compatibility, and says so)
     PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" -m recipes.platforms.gpu driver || exit 2
 fi
 # one GPU's memory, for recipes.plan's estimate beside the measured peak
@@ -111,10 +128,15 @@ if ((GPUS_PER_NODE > 8)); then
     GPUS_PER_NODE=8
 fi
 
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
+# The data are local files; the Hub is set offline per preset below, when all it reads is here (an
+# HF_HUB_OFFLINE of your own is kept: then a model missing from the cache skips its preset).
+export HF_DATASETS_OFFLINE=${HF_DATASETS_OFFLINE:-1} PYTHONUNBUFFERED=1
+USER_HUB_OFFLINE=${HF_HUB_OFFLINE-}
 SMOKE_PY=$REPO/scripts/gpu_smoke.py
-plan=$("$PYTHON" "$SMOKE_PY" plan --models-dir "$MODELS_DIR" --data-dir "$DATA_DIR" --out-dir "$OUT_DIR" \
-    --gpus "$GPUS_PER_NODE" --attn "$ATTN" --presets "${PRESETS:-}") || exit $?
+_folders=()
+[[ -z $MODELS_DIR ]] || _folders=(--models-dir "$MODELS_DIR" --data-dir "$DATA_DIR")
+plan=$(PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" "$SMOKE_PY" plan ${_folders[@]+"${_folders[@]}"} \
+    --out-dir "$OUT_DIR" --gpus "$GPUS_PER_NODE" --attn "$ATTN" --presets "${PRESETS:-}") || exit $?
 RESULTS=$OUT_DIR/results.jsonl
 run mkdir -p "$OUT_DIR"
 is_dry_run || : >"$RESULTS"
@@ -147,8 +169,9 @@ trap stop_sampler EXIT
 while IFS=$'\x1f' read -r -a fields; do
     preset=${fields[0]}
     problem=${fields[1]}
-    val_file=${fields[2]}
-    overrides=("${fields[@]:3}")
+    hub=${fields[2]} # recipes.offline's line: offline: ... (all here) or online: ... (downloads)
+    val_file=${fields[3]}
+    overrides=("${fields[@]:4}")
     dir=$OUT_DIR/$preset
     result=("$PYTHON" "$SMOKE_PY" result --preset "$preset" --run-dir "$dir/run" --results "$RESULTS")
     [[ -z $GPU_GIB ]] || result+=(--gpu-gib "$GPU_GIB")
@@ -160,6 +183,14 @@ while IFS=$'\x1f' read -r -a fields; do
         fi
         note "$preset: $problem (a real run skips this preset)"
     fi
+    if [[ -z $USER_HUB_OFFLINE ]]; then
+        if [[ $hub == offline:* ]]; then
+            export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+        else
+            unset HF_HUB_OFFLINE TRANSFORMERS_OFFLINE
+        fi
+    fi
+    [[ -z $hub ]] || note "$preset: $hub"
     run mkdir -p "$dir"
     if is_dry_run || command -v nvidia-smi >/dev/null 2>&1; then
         run_bg nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 1000 \

@@ -5,13 +5,16 @@ files, and the script's real path with the GPU programs (training, conversion, v
 replaced by a stand-in interpreter that writes what they would. The smoke run itself has not run
 on a GPU (docs/slurm.md)."""
 
+import http.server
 import json
 import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -106,6 +109,11 @@ def _check_smoke_configs(gpus: int, tmp_path: Path) -> None:
         assert cfg.data.train_files.startswith(str(tmp_path / "data"))
         if "prorl" in cfg.recipes.methods:
             assert cfg.recipes.prorl.reset_every == 1
+        n = cfg.actor_rollout_ref.rollout.n
+        if cfg.recipes.methods.get("ta_grpo"):  # 2 responses to each variant, the preset's variants
+            assert n == max(gs.ROLLOUT_N, 2 * (cfg.recipes.ta_grpo.n_rephrasings + 1)), p.preset
+        else:
+            assert n == gs.ROLLOUT_N, p.preset
 
 
 def test_smoke_overrides_pass_recipes_train_checks_on_3_gpus(tmp_path):
@@ -148,7 +156,7 @@ def test_dry_run_lists_every_gpu_preset_with_the_smoke_overrides(composed, tmp_p
             "trainer.total_training_steps=2",
             "data.train_batch_size=6",
             "actor_rollout_ref.actor.ppo_mini_batch_size=6",
-            "actor_rollout_ref.rollout.n=8",
+            f"actor_rollout_ref.rollout.n={gs.rollout_n(name)}",
             f"data.max_response_length={gs.RESPONSE_TOKENS}",
             f"actor_rollout_ref.model.path={models / gs.STAND_INS[composed[name]['model']][0]}",
             f"data.train_files={data / composed[name]['data'] / 'train.parquet'}",
@@ -175,21 +183,142 @@ def test_dry_run_lists_every_gpu_preset_with_the_smoke_overrides(composed, tmp_p
     assert _commands(proc.stdout)[-1][-2:] == ["table", str(out / "results.jsonl")]
 
 
-def test_a_bare_dry_run_needs_no_folders_nor_nvidia_smi_and_defaults_to_one_gpu(composed, tmp_path):
+def _caches(tmp_path: Path, endpoint: str = "") -> dict[str, str]:
+    """HF_HOME and RECIPES_CACHE in the test's folder; the Hub at `endpoint`, else a closed port
+    (a node without network)."""
+    if not endpoint:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            endpoint = f"http://127.0.0.1:{s.getsockname()[1]}"
+    return {
+        "HF_HOME": str(tmp_path / "hf"),
+        "RECIPES_CACHE": str(tmp_path / "cache"),
+        "HF_ENDPOINT": endpoint,
+    }
+
+
+def hf_snapshot(hub: Path, repo_id: str) -> Path:
+    """A whole model in a Hugging Face hub cache, laid out as huggingface_hub lays it out (tiny
+    files: the layout is what is read)."""
+    commit = "0" * 40
+    snapshot = hub / ("models--" + repo_id.replace("/", "--")) / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text(commit)
+    for name in ("config.json", "tokenizer_config.json", "model.safetensors"):
+        (snapshot / name).write_text("{}")
+    return snapshot
+
+
+def test_a_bare_dry_run_reads_the_caches_and_needs_no_nvidia_smi_and_defaults_to_one_gpu(composed, tmp_path):
+    """Without folders: every stand-in by its hub id (the Hugging Face cache), every dataset under
+    $RECIPES_CACHE/data. The caches are empty and the Hub unreachable: each preset is named as one
+    a real run skips, with what to fetch."""
     gpu = [n for n in EXPERIMENTS if composed[n]["platform"] != "cpu"]
+    env = _env(DRY_RUN="1", **_caches(tmp_path))
     proc = subprocess.run(
-        ["bash", str(SCRIPT)], cwd=tmp_path, env=_env(DRY_RUN="1"), capture_output=True, text=True, timeout=60
+        ["bash", str(SCRIPT)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0, proc.stderr
     assert "no nvidia-smi here: GPUS_PER_NODE=1" in proc.stdout
-    assert "MODELS_DIR and DATA_DIR stand for them" in proc.stdout
+    assert (
+        f"models from the Hugging Face cache (HF_HOME={tmp_path / 'hf'}), data from {tmp_path / 'cache' / 'data'}"
+        in proc.stdout
+    )
     trains = [c for c in _commands(proc.stdout) if "recipes.train" in c]
     assert [c[c.index("recipes.train") + 1] for c in trains] == [f"experiment={n}" for n in gpu]
-    for cmd in trains:
+    for name, cmd in zip(gpu, trains, strict=True):
         assert "trainer.n_gpus_per_node=1" in cmd and "data.train_batch_size=4" in cmd
-        assert any(a.startswith("actor_rollout_ref.model.path=MODELS_DIR/") for a in cmd)
-        assert any(a.startswith("data.train_files=DATA_DIR/") for a in cmd)
-    assert not list(tmp_path.iterdir())  # nothing written
+        hub = gs.STAND_INS[composed[name]["model"]][1]
+        assert f"actor_rollout_ref.model.path={hub}" in cmd
+        train = next(a.split("=", 1)[1] for a in cmd if a.startswith("data.train_files="))
+        assert Path(train).parent.parent == tmp_path / "cache" / "data"
+        assert f"# {name}: " in proc.stdout and f"hf download {hub}" in proc.stdout
+    assert "(a real run skips this preset)" in proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written, the caches not made
+
+
+def test_the_smoke_run_and_a_presets_sbatch_read_the_same_model_and_data_from_the_same_variables(tmp_path):
+    """HF_HOME and RECIPES_CACHE are the one place: with DeepSeek-R1-Distill-Qwen-1.5B cached whole
+    and Open-RS prepared, the smoke run's plan for cw_grpo_open_rs and the question
+    scripts/slurm/cw_grpo_open_rs.sbatch asks before Ray (its printed `recipes.platforms.gpu
+    offline` command, run here) give the same line: offline, the same snapshot, the same files."""
+    from recipes.tools.data import write_toy_arithmetic
+
+    write_toy_arithmetic(tmp_path / "cache" / "data" / "open_rs", n_train=8, n_test=4, seed=0)
+    snap = hf_snapshot(tmp_path / "hf" / "hub", "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B")
+    env = _env(DRY_RUN="1", **_caches(tmp_path))
+    smoke = subprocess.run(
+        ["bash", str(SCRIPT)],
+        cwd=tmp_path,
+        env={**env, "PRESETS": "cw_grpo_open_rs"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert smoke.returncode == 0, smoke.stderr
+    said = [ln for ln in smoke.stdout.splitlines() if ln.startswith(PREFIX + "# cw_grpo_open_rs: ")]
+    assert len(said) == 1 and "skips" not in said[0]
+    smoke_line = said[0].removeprefix(PREFIX + "# cw_grpo_open_rs: ")
+    assert smoke_line.startswith("offline: ") and str(snap) in smoke_line
+    sbatch = subprocess.run(
+        ["bash", str(REPO / "scripts" / "slurm" / "cw_grpo_open_rs.sbatch")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert sbatch.returncode == 0, sbatch.stderr
+    (asked,) = [c for c in _commands(sbatch.stdout) if c[1:3] == ["-m", "recipes.offline"]]
+    assert "experiment=cw_grpo_open_rs" in asked
+    env.pop("DRY_RUN")
+    answer = subprocess.run(
+        [sys.executable, *asked[1:]], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert answer.returncode == 0, answer.stderr
+    assert answer.stdout == smoke_line + "\n"
+
+
+def test_downloads_lists_what_the_caches_lack_for_the_presets_and_their_stand_ins(tmp_path, monkeypatch):
+    """In this process the hub cache's location is huggingface_hub's constant (read from HF_HOME
+    when it was imported): set to the test's folder, as HF_HOME would set it in a fresh process."""
+    from huggingface_hub import constants
+
+    from recipes.tools.data import write_toy_arithmetic
+
+    data = tmp_path / "cache" / "data"
+    write_toy_arithmetic(data / "open_rs", n_train=8, n_test=4, seed=0)
+    snap = hf_snapshot(tmp_path / "hf" / "hub", "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    monkeypatch.setenv("RECIPES_CACHE", str(tmp_path / "cache"))
+    assert gs.cache_downloads(["cw_grpo_open_rs", "cw_grpo_open_rs_7b"]) == [
+        f"# models into the Hugging Face cache {tmp_path / 'hf' / 'hub'}, data into {data}",
+        "hf download Qwen/Qwen2.5-Math-1.5B-Instruct",  # the 7B preset's stand-in
+        "hf download Qwen/Qwen2.5-Math-7B-Instruct",  # what its sbatch trains
+        f"# cached: deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B ({snap})",
+        f"# ready: {data / 'open_rs'}",
+    ]
+    smoke = gs.cache_downloads(smoke_only=True)  # every GPU preset, the smoke run's models only
+    assert "hf download Qwen/Qwen2.5-Math-7B-Instruct" not in smoke
+    assert "hf download Qwen/Qwen2.5-Math-1.5B-Instruct" in smoke and "hf download Qwen/Qwen3-1.7B" in smoke
+    assert f"python -m recipes.tools.data prepare deepscaler --out {data / 'deepscaler'}" in smoke
+    # the command line, in a fresh process that finds the caches from HF_HOME and RECIPES_CACHE
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "gpu_smoke.py"), "downloads", "--presets", "cw_grpo_open_rs"],
+        env=_env(**_caches(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[1:] == [
+        f"# cached: deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B ({snap})",
+        f"# ready: {data / 'open_rs'}",
+    ]
+    # the older form is unchanged: folders of your own
+    old = gs.downloads(tmp_path / "m", tmp_path / "d")
+    assert f"hf download Qwen/Qwen3-1.7B --local-dir {tmp_path / 'm' / 'Qwen3-1.7B'}" in old
 
 
 def test_the_sbatch_wrapper_activates_and_hands_over_absolute_folders(tmp_path):
@@ -382,6 +511,9 @@ import json, os, shutil, sys
 args = sys.argv[1:]
 with open(os.environ["FAKE_LOG"], "a") as f:
     f.write(json.dumps(args) + "\\n")
+if args[:2] == ["-m", "recipes.train"] and os.environ.get("FAKE_HUB_LOG"):
+    with open(os.environ["FAKE_HUB_LOG"], "a") as f:
+        f.write(f"{{args[2]}} {{os.environ.get('HF_HUB_OFFLINE', 'unset')}} {{os.environ.get('HF_DATASETS_OFFLINE')}}\\n")
 def value(flag):
     return args[args.index(flag) + 1]
 if args[:2] == ["-m", "recipes.platforms.gpu"]:
@@ -453,3 +585,62 @@ def test_the_real_path_runs_each_preset_judges_it_and_prints_the_table(tmp_path)
     assert (
         "Traceback: out of memory" in (out / "prorl_deepseek_r1_distill_qwen_1_5b" / "train.log").read_text()
     )
+
+
+@pytest.fixture
+def hub_server():
+    """A local HTTP server standing where the Hub would be (HF_ENDPOINT): any answer (here 501)
+    means the node reaches the Hub."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_real_path_from_the_caches_is_offline_per_preset_when_all_it_reads_is_cached(
+    tmp_path, hub_server
+):
+    """No folders: cw_grpo_open_rs's model is cached whole, so it trains with HF_HUB_OFFLINE=1;
+    prompt_aug's Qwen2.5-Math-1.5B is not, and the Hub answers, so it trains with HF_HUB_OFFLINE
+    unset, said in one line naming what it downloads. The data are local: HF_DATASETS_OFFLINE=1."""
+    from recipes.tools.data import write_toy_arithmetic
+
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PYTHON.format(python=sys.executable))
+    fake.chmod(0o755)
+    for name in ("open_rs", "math_l3to5"):
+        write_toy_arithmetic(tmp_path / "cache" / "data" / name, n_train=20, n_test=12, seed=0)
+    hf_snapshot(tmp_path / "hf" / "hub", "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B")
+    proc = subprocess.run(
+        ["bash", str(SCRIPT)],
+        cwd=tmp_path,
+        env=_env(
+            PYTHON=str(fake),
+            GPUS_PER_NODE="1",
+            PRESETS="cw_grpo_open_rs,prompt_aug_qwen2_5_math_1_5b",
+            OUT_DIR=str(tmp_path / "out"),
+            FAKE_LOG=str(tmp_path / "calls.jsonl"),
+            FAKE_HUB_LOG=str(tmp_path / "hub.log"),
+            FAKE_METRICS=str(FIXTURES / "pass" / "run" / "metrics" / "20260301-100000.jsonl"),
+            **_caches(tmp_path, hub_server),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 passed, 0 failed, 0 skipped of 2 presets" in proc.stdout
+    assert (tmp_path / "hub.log").read_text().splitlines() == [
+        "experiment=cw_grpo_open_rs 1 1",
+        "experiment=prompt_aug_qwen2_5_math_1_5b unset 1",
+    ]
+    assert (
+        f"prompt_aug_qwen2_5_math_1_5b: online: Qwen/Qwen2.5-Math-1.5B not in the Hugging Face cache "
+        f"({tmp_path / 'hf' / 'hub'}), so the run downloads it from {hub_server}" in proc.stderr
+    )
+    assert "cw_grpo_open_rs: offline: everything the run reads is here" in proc.stderr
+    trains = [json.loads(ln) for ln in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    trains = [c for c in trains if c[:2] == ["-m", "recipes.train"]]
+    assert "actor_rollout_ref.model.path=Qwen/Qwen2.5-Math-1.5B" in trains[1]
+    assert f"data.train_files={tmp_path / 'cache' / 'data' / 'math_l3to5' / 'train.parquet'}" in trains[1]

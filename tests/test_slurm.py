@@ -318,6 +318,7 @@ if [[ $1 == start ]]; then
     [[ -z ${FAKE_RAY_START_FAIL:-} ]] || exit 1
     echo $$ >>"$FAKE_DIR/ray_start_pids"
     echo "${RAY_AUTH_MODE-unset} ${RAY_AUTH_TOKEN-unset}" >>"$FAKE_DIR/ray_start_auth"
+    echo "${HF_HUB_OFFLINE-unset} ${HF_DATASETS_OFFLINE-unset}" >>"$FAKE_DIR/ray_start_hub"
     exec sleep 30
 fi
 exit 0
@@ -333,6 +334,12 @@ if [[ $3 == --check ]]; then  # the preflight
     echo "preflight: ok platform=gpu offline=0 done=${FAKE_DONE:-0}"
     exit 0
 fi
+if [[ $2 == recipes.offline ]]; then  # is everything the run reads here?
+    echo "offline $*" >>"$FAKE_DIR/log"
+    [[ -z ${REAL_PYTHON:-} ]] || exec "$REAL_PYTHON" "$@"  # the real question, on the real caches
+    echo "online: org/model not in the Hugging Face cache"
+    exit 0
+fi
 if [[ $2 == recipes.platforms.gpu ]]; then  # the driver check, once per node
     echo "driver $*" >>"$FAKE_DIR/log"
     [[ -z ${FAKE_OLD_DRIVER:-} ]] || { echo "config error: NVIDIA driver 570.1 is too old" >&2; exit 2; }
@@ -346,6 +353,7 @@ echo "python $*" >>"$FAKE_DIR/log"
 printf '%s\\0' "$@" >"$FAKE_DIR/train_args"
 echo "$RAY_ADDRESS" >"$FAKE_DIR/train_ray_address"
 echo "${RAY_AUTH_MODE-unset} ${RAY_AUTH_TOKEN-unset}" >"$FAKE_DIR/train_auth"
+echo "${HF_HUB_OFFLINE-unset} ${HF_DATASETS_OFFLINE-unset}" >"$FAKE_DIR/train_hub"
 [[ -z ${FAKE_TRAIN_SLEEP:-} ]] || exec sleep "$FAKE_TRAIN_SLEEP"
 exit "${FAKE_TRAIN_RC:-0}"
 """
@@ -548,3 +556,96 @@ def test_real_path_sigterm_stops_training_and_ray(fake):
     assert proc.returncode == 128 + signal.SIGTERM, stderr
     assert "received SIGTERM" in stderr and "stopping the trainer" in stderr
     _assert_torn_down(tmp_path)
+
+
+# ------------------------------------------------- offline: the Hub, from the caches' contents
+def hf_snapshot(hub: Path, repo_id: str, files: dict[str, str], commit: str = "0" * 40) -> Path:
+    """A model in a Hugging Face hub cache, laid out as huggingface_hub lays it out (tiny files:
+    the layout is what is read)."""
+    snapshot = hub / ("models--" + repo_id.replace("/", "--")) / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text(commit)
+    for name, text in files.items():
+        (snapshot / name).write_text(text)
+    return snapshot
+
+
+REPO_ID = "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"  # first_gpu_run's model
+
+
+@pytest.fixture
+def cached(fake):
+    """first_gpu_run's model cached whole in HF_HOME and its data in RECIPES_CACHE, the real
+    `python -m recipes.offline` behind the fake interpreter, and a closed port as
+    the Hub (a node without network)."""
+    from recipes.tools.data import write_toy_arithmetic
+
+    tmp_path, env = fake
+    write_toy_arithmetic(tmp_path / "cache" / "data" / "open_rs", n_train=8, n_test=4, seed=0)
+    snap = hf_snapshot(
+        tmp_path / "hf" / "hub",
+        REPO_ID,
+        {"config.json": "{}", "tokenizer_config.json": "{}", "model.safetensors": "w"},
+    )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    env.update(
+        FAKE_PROBE="2 16",
+        REAL_PYTHON=sys.executable,
+        HF_HOME=str(tmp_path / "hf"),
+        RECIPES_CACHE=str(tmp_path / "cache"),
+        HF_ENDPOINT=closed,
+    )
+    return tmp_path, env, snap, closed
+
+
+def test_real_path_sets_hf_hub_offline_when_the_presets_hub_model_is_cached(cached):
+    """first_gpu_run's model is a hub id, cached whole: the trainer and every `ray start` get
+    HF_HUB_OFFLINE=1 (and HF_DATASETS_OFFLINE=1)."""
+    tmp_path, env, snap, _ = cached
+    proc = _sbatch(env, "experiment=first_gpu_run")
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        f"offline: everything the run reads is here (model {REPO_ID} from the Hugging Face cache, {snap}"
+        in (proc.stderr)
+    )
+    assert (tmp_path / "train_hub").read_text().split() == ["1", "1"]
+    assert (tmp_path / "ray_start_hub").read_text().splitlines() == ["1 1"] * 2
+    offline = [line for line in _log(tmp_path) if line.startswith("offline ")]
+    assert offline == [
+        "offline -m recipes.offline experiment=first_gpu_run trainer.nnodes=2 trainer.n_gpus_per_node=8"
+    ]
+
+
+def test_real_path_stops_before_ray_when_the_model_is_missing_and_the_hub_unreachable(cached):
+    tmp_path, env, snap, closed = cached
+    (snap / "model.safetensors").unlink()
+    proc = _sbatch(env, "experiment=first_gpu_run")
+    assert proc.returncode == 2
+    assert f"and this node cannot reach {closed}: fetch it beforehand" in proc.stderr
+    assert f"hf download {REPO_ID}" in proc.stderr
+    assert not [line for line in _log(tmp_path) if line.startswith("ray ")]
+
+
+def test_real_path_leaves_hf_hub_offline_unset_when_something_will_be_downloaded(fake):
+    tmp_path, env = fake
+    env.update(FAKE_PROBE="2 16")  # the stand-in answers `online: ...`
+    proc = _sbatch(env, "experiment=foo")
+    assert proc.returncode == 0, proc.stderr
+    assert "online: org/model not in the Hugging Face cache" in proc.stderr
+    assert (tmp_path / "train_hub").read_text().split() == ["unset", "1"]  # the data are local files
+    # a value of the user's own is kept
+    env.update(HF_HUB_OFFLINE="1")
+    proc = _sbatch(env, "experiment=foo")
+    assert (tmp_path / "train_hub").read_text().split() == ["1", "1"]
+
+
+def test_dry_run_prints_the_offline_question_with_the_training_arguments():
+    proc = _dry_run(["experiment=foo"], OUTPUT_DIR="/ckpt/run1")
+    assert proc.returncode == 0, proc.stderr
+    cmds = _commands(proc.stdout)
+    asked = [c for c in cmds if c[1:3] == ["-m", "recipes.offline"]]
+    assert len(asked) == 1 and asked[0][3:] == _train_args(_train(cmds))
+    assert cmds.index(asked[0]) < min(cmds.index(c) for c in _ray_starts(cmds))
