@@ -23,6 +23,13 @@ that refuses a system turn (Gemma-style) gets the system text at the head of the
 through that tokenizer's chat template; with `--chatml`, through plain ChatML, loading nothing).
 Each template carries its format rule (`Template.rule`); `format_score(name, response)` applies it.
 The training reward adds it to accuracy in one place, recipes/methods/reward.py.
+
+The same file holds other papers' fixed training prompts (`PAPER_TEMPLATES`, e.g. `cw-grpo`, the
+CW-GRPO authors' <think>/<answer> system prompt and its format reward). They are not among the 13:
+"all" and the family names never select them, and `list` shows only the 13. A run selects one by
+name (`recipes.prompt_aug.templates: [cw-grpo]`), so the same sampler, agent-loop hook and reward
+show every prompt under it and add its format score; `get`, `show`, `render` and `format_score`
+take their names like any other.
 """
 
 from __future__ import annotations
@@ -81,14 +88,12 @@ class Template:
         ]
 
 
-def _load() -> tuple[dict[str, Template], dict[str, str]]:
-    data = json.loads(DATA_FILE.read_text(encoding="utf-8"))
-    families = dict(data["families"])
+def _templates(entries: list[dict], families: Mapping[str, str], seen: set[str]) -> dict[str, Template]:
     templates: dict[str, Template] = {}
-    for t in data["templates"]:
+    for t in entries:
         if t["family"] not in families:
             raise TemplateError(f"{DATA_FILE}: template {t['name']!r} has unknown family {t['family']!r}")
-        if t["name"] in templates:
+        if t["name"] in templates or t["name"] in seen:
             raise TemplateError(f"{DATA_FILE}: template {t['name']!r} appears twice")
         try:
             rule = FormatRule(tuple((s, float(w)) for s, w in t["format_checks"]))
@@ -97,18 +102,28 @@ def _load() -> tuple[dict[str, Template], dict[str, str]]:
         templates[t["name"]] = Template(
             t["name"], t["family"], t["system"], t["user_suffix"], t["assistant_prefix"], rule
         )
-    return templates, families
+    return templates
 
 
-TEMPLATES, FAMILIES = _load()
-"""All templates in the authors' order (name -> Template), and family -> description."""
+def _load() -> tuple[dict[str, Template], dict[str, str], dict[str, Template]]:
+    data = json.loads(DATA_FILE.read_text(encoding="utf-8"))
+    families = dict(data["families"])
+    templates = _templates(data["templates"], families, set())
+    return templates, families, _templates(data.get("paper_templates", []), families, set(templates))
+
+
+TEMPLATES, FAMILIES, PAPER_TEMPLATES = _load()
+"""Prompt augmentation's templates in the authors' order (name -> Template), family ->
+description, and the other papers' fixed training prompts (name -> Template; module doc)."""
 
 
 def get(name: str) -> Template:
-    try:
-        return TEMPLATES[name]
-    except KeyError:
-        raise TemplateError(f"unknown template {name!r}; known: {', '.join(TEMPLATES)}") from None
+    """A template of either kind by name."""
+    found = TEMPLATES.get(name) or PAPER_TEMPLATES.get(name)
+    if found is None:
+        known = ", ".join([*TEMPLATES, *PAPER_TEMPLATES])
+        raise TemplateError(f"unknown template {name!r}; known: {known}")
+    return found
 
 
 def format_score(name: str, response: str) -> float:
@@ -118,23 +133,23 @@ def format_score(name: str, response: str) -> float:
 
 def select(spec: str | Sequence[str] = "all") -> list[str]:
     """Template names from "all", or a list mixing template names and family names, in the
-    authors' order without repeats."""
+    authors' order without repeats; a paper's fixed prompt only by its own name, after the 13."""
     if isinstance(spec, str):
         spec = list(TEMPLATES) if spec == "all" else [spec]
     chosen: set[str] = set()
     for item in spec:
-        if item in TEMPLATES:
+        if item in TEMPLATES or item in PAPER_TEMPLATES:
             chosen.add(item)
         elif item in FAMILIES:
             chosen.update(n for n, t in TEMPLATES.items() if t.family == item)
         else:
             raise TemplateError(
                 f"{item!r} is neither a template nor a family; templates: {', '.join(TEMPLATES)}; "
-                f"families: {', '.join(FAMILIES)}"
+                f"papers' fixed prompts: {', '.join(PAPER_TEMPLATES)}; families: {', '.join(FAMILIES)}"
             )
     if not chosen:
         raise TemplateError("no templates selected")
-    return [n for n in TEMPLATES if n in chosen]
+    return [n for n in [*TEMPLATES, *PAPER_TEMPLATES] if n in chosen]
 
 
 def render_chatml(template: Template | str, question: str) -> str:

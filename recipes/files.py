@@ -36,6 +36,20 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
+DATA_META_KEY = b"recipes.data"  # parquet schema metadata: JSON provenance of a data file
+
+
+def read_meta(path: str | os.PathLike) -> dict:
+    """The provenance `recipes.tools.data.write_rows` stored in a parquet file ({} for a file it
+    did not write). Here, in the ground, because methods read it too (TA-GRPO's variant count)."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    raw = (pq.read_schema(path).metadata or {}).get(DATA_META_KEY)
+    return json.loads(raw) if raw else {}
+
+
 CACHE_ENV = "RECIPES_CACHE"
 DEFAULT_CACHE = "~/.cache/verl_math_recipes"
 

@@ -340,3 +340,50 @@ def test_the_plan_figures_the_docs_quote_are_the_plans():
         if got != figures:
             wrong.append(f"docs/slurm.md {name}: {got} where the plan gives {figures}")
     assert not wrong, "\n".join(wrong)
+
+
+# every setting issue 56 asked each preset's fidelity table to cover (a word of each, in the
+# setting column): data, batch, schedule, KL, loss aggregation, prompt, format reward, chat
+# template, evaluation
+FIDELITY_SETTINGS = {
+    "data": r"data|questions",
+    "batch": r"batch",
+    "schedule": r"learning rate|schedul|\blr\b|warm-up",
+    "KL": r"\bKL\b",
+    "loss aggregation": r"aggregat|averag",
+    "prompt": r"prompt",
+    "format reward": r"format",
+    "chat template": r"chat.template|thinking",
+    "evaluation": r"evaluat",
+}
+FIDELITY_HEADER = "| setting | authors (source) | ours | same, or the reason |"
+
+
+def fidelity_tables() -> dict[str, list[list[str]]]:
+    """docs/methods.md's section title -> the rows of its `### Fidelity to the authors' run` table."""
+    text = (REPO / "docs" / "methods.md").read_text()
+    tables = {}
+    for section in re.split(r"\n(?=## )", text):
+        title = section.splitlines()[0].removeprefix("## ")
+        parts = section.split("\n### Fidelity to the authors' run\n")
+        assert len(parts) <= 2, f"{title}: more than one fidelity table"
+        if len(parts) == 2:
+            lines = [line for line in parts[1].splitlines() if line.startswith("|")]
+            body = parts[1][parts[1].index("|") :].split("\n\n")[0].splitlines()
+            assert body[0] == FIDELITY_HEADER, (title, body[0])
+            assert lines[: len(body)] == body
+            tables[title] = [[c.strip() for c in row.strip("|").split(" | ")] for row in body[2:]]
+    return tables
+
+
+def test_each_paper_method_has_one_fidelity_table_covering_every_setting_with_same_or_a_reason():
+    tables = fidelity_tables()
+    assert set(tables) == {"Prompt augmentation", "TA-GRPO", "CW-GRPO", "ProRL"}, sorted(tables)
+    for title, rows in tables.items():
+        for row in rows:
+            assert len(row) == 4 and all(row), (title, row)
+            # `same`, or a reason: a sentence, not a bare "differs" / "no"
+            assert row[3] == "same" or len(row[3].split()) >= 4, (title, row)
+        settings = " ".join(row[0] for row in rows)
+        missing = [s for s, pattern in FIDELITY_SETTINGS.items() if not re.search(pattern, settings, re.I)]
+        assert not missing, (title, missing)

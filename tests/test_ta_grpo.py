@@ -83,6 +83,49 @@ def test_the_prompt_hook_shows_each_sessions_variant_and_anchors_it(anchor):
     assert val == Prompt("What is 2+2?", "What is 2+2?")
 
 
+@pytest.mark.parametrize("anchor", ["original", "own"])
+def test_a_pad_slot_shows_their_pad_prompt_and_stays_in_the_group_under_q0(anchor):
+    """The authors' pad rows (empty question) as our PAD slots: the session shows their pad row's
+    prompt, the instruction alone (utils.py: instruction + "\\n" + ""); anchored, its response is
+    still trained under q0's prompt, as every other variant's."""
+    from recipes.extensions.agent_loop import swap_question
+    from recipes.methods.base import Prompt
+    from recipes.tools.data.ta_authors import INSTRUCTION, authors_prompt
+
+    q0 = "What is 2+2?"
+    row = {"index": 3, "data_source": "ta_math_a9u", "rephrasings": ["Compute 2+2.", ta_grpo.PAD]}
+    assert ta_grpo.variant_question(row, 2, q0) == ""
+    hook = ta_grpo.TAPrompts(TASettings(n_rephrasings=2, anchor=anchor))
+    p = Prompt(q0, q0)
+    hook(p, {**row, "session_id": 5}, True, 6)  # G = 2: session 5 answers variant 2, the pad
+    assert (p.extra["variant"], p.question) == (2, "")
+    assert swap_question(authors_prompt(q0), q0, p.question) == [
+        {"role": "user", "content": INSTRUCTION + "\n"}
+    ]
+    assert p.trained_under == (q0 if anchor == "original" else None)
+
+
+def test_a_file_of_the_authors_set_is_read_with_all_its_variants(tmp_path):
+    """`prepare ta_math_a9u` records the file's variants per question; a run whose N+1 differs is
+    refused before Ray, naming the two settings that fit the file."""
+    from omegaconf import OmegaConf
+
+    from recipes.tools.data import make_row, write_rows
+
+    rows = [
+        make_row(
+            "What is 2+2?", "4", data_source="ta_math_a9u", split="train", index=0, rephrasings=["a"] * 7
+        )
+    ]
+    f = write_rows(rows, tmp_path / "train.parquet", {"name": "ta_math_a9u", "variants_per_question": 8})
+    cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"n": 32}}})
+    with pytest.raises(ConfigError) as err:
+        ta_grpo.check_data(cfg, TASettings(n_rephrasings=3), [str(f)])
+    assert "holds 8 variants per question" in str(err.value)
+    assert "recipes.ta_grpo.n_rephrasings=7 and actor_rollout_ref.rollout.n=64" in str(err.value)
+    ta_grpo.check_data(cfg, TASettings(n_rephrasings=7), [str(f)])  # N+1 = 8: accepted
+
+
 # ------------------------------------------------------------------------- normalization
 def verl_grpo(rewards, uids):
     from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage

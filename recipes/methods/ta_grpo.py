@@ -15,6 +15,11 @@ How it maps onto verl (docs/cpu_platform.md#groups-and-prompt-variants-in-verl):
 With prompt augmentation on, a rollout's template applies to whichever question it shows; anchoring
 swaps only the question text.
 
+A rephrasing equal to `PAD` is an empty variant slot: the authors' published set pads every
+question to the same number of rows with rows whose question is empty, and their trainer answers
+them like any other row of the question (its prompt is the instruction alone, its responses in the
+question's group). The session of a `PAD` variant shows the question as empty text, so the same.
+
 Settings (`recipes.ta_grpo`): `TASettings` below; `python -m recipes.methods.registry` lists them.
 """
 
@@ -28,10 +33,14 @@ from typing import Any, Literal
 import numpy as np
 from omegaconf import OmegaConf
 
+from recipes.files import read_meta
 from recipes.methods.base import Method, Prompt, Samples, TrainerHooks
 from recipes.settings import ConfigError, setting
 
 PAPER = "Le et al. 2026, arXiv 2601.22478"
+PAD = "<ta-grpo-pad>"
+"""A `rephrasings` entry that is an empty variant slot (the authors' pad rows): its sessions see an
+empty question. A sentinel rather than "", which the row schema refuses as a rephrasing."""
 
 
 class TAGRPOError(ValueError):
@@ -102,11 +111,20 @@ def check(cfg, ta: TASettings) -> None:
 
 
 def check_data(cfg, ta: TASettings, train_files: list[str]) -> None:
-    """Every training row has at least N rephrasings."""
+    """Every training row has at least N rephrasings, and a file that `prepare` wrote from the
+    authors' set (its metadata names its variants per question, pads included) is read whole."""
     import pyarrow.parquet as pq
 
     n = ta.n_rephrasings
     for f in train_files:
+        variants = read_meta(f).get("variants_per_question")
+        if variants is not None and variants != ta.n_variants:
+            g = ta.group_size(int(OmegaConf.select(cfg, "actor_rollout_ref.rollout.n")))
+            raise ConfigError(
+                f"data.train_files: {f} holds {variants} variants per question (the authors' rows, pads "
+                f"included), not N+1={ta.n_variants}: set recipes.ta_grpo.n_rephrasings={variants - 1} "
+                f"and actor_rollout_ref.rollout.n={variants * g} (docs/data.md#the-ta-grpo-authors-sets)."
+            )
         counts = pq.read_table(f, columns=["rephrasings"]).column("rephrasings").to_pylist()
         short = [i for i, r in enumerate(counts) if len(r or []) < n]
         if short:
@@ -129,7 +147,7 @@ def variant_question(row: Mapping[str, Any], variant: int, question: str) -> str
             f"rephrasings; TA-GRPO needs recipes.ta_grpo.n_rephrasings of them (make them with "
             "`python -m recipes.tools.rephrase`, docs/rephrase.md)"
         )
-    return rephrasings[variant - 1]
+    return "" if rephrasings[variant - 1] == PAD else rephrasings[variant - 1]
 
 
 class TAPrompts:

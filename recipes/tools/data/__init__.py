@@ -4,7 +4,7 @@ preparation of the real math datasets, and a validator.
 Commands (run from the repository root):
 
     python -m recipes.tools.data toy_arithmetic [--out DIR] [--n-train 2000] [--n-test 200] [--seed 0] [--force]
-    python -m recipes.tools.data prepare {math_l3to5,math,open_rs,deepscaler} [--out DIR] [--force]
+    python -m recipes.tools.data prepare {math_l3to5,math,open_rs,deepscaler,ta_math_a9u,ta_math} [--out DIR] [--force]
     python -m recipes.tools.data validate FILE [FILE ...]
 
 Contract: every file is written with `ROW_SCHEMA` by `write_rows`, which validates the rows first
@@ -18,7 +18,8 @@ stale and never downloads (a real dataset not yet prepared raises with the `prep
 docs/data.md has the schema, the checks and the datasets.
 
 Modules: `schema` (the row schema, the validator, the writer), `toy` (toy_arithmetic), `sources`
-(the real datasets, `prepare`), `output` (which folders they may write), `cli`.
+(the real datasets, `prepare`), `ta_authors` (the TA-GRPO authors' sets, one row per question),
+`output` (which folders they may write), `cli`.
 """
 
 from __future__ import annotations

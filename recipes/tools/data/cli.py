@@ -10,8 +10,10 @@ from collections.abc import Sequence
 
 import pyarrow.parquet as pq
 
+from recipes.tools.data import ta_authors
 from recipes.tools.data.schema import DataError, validate_parquet
 from recipes.tools.data.sources import DATASETS, prepare
+from recipes.tools.data.ta_authors import SUBSETS as TA_AUTHORS
 from recipes.tools.data.toy import TOY_N_TEST, TOY_N_TRAIN, TOY_SEED, write_toy_arithmetic
 
 DESCRIPTION = """Training and validation data: one row schema for every parquet file, a toy arithmetic generator,
@@ -52,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     toy.add_argument("--force", action="store_true", help=FORCE_HELP)
     prep = sub.add_parser("prepare", help="download a real dataset and write it in our schema")
-    prep.add_argument("name", choices=sorted(DATASETS), help="the dataset to download and convert")
+    prep.add_argument(
+        "name", choices=sorted([*DATASETS, *TA_AUTHORS]), help="the dataset to download and convert"
+    )
     prep.add_argument("--out", metavar="DIR", help="output directory (default $RECIPES_CACHE/data/NAME)")
     prep.add_argument("--force", action="store_true", help=FORCE_HELP)
     val = sub.add_parser("validate", help="check parquet files against the schema")
@@ -66,7 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cmd == "toy_arithmetic":
             paths = write_toy_arithmetic(args.out, args.n_train, args.n_test, args.seed, args.force)
         elif args.cmd == "prepare":
-            paths = prepare(args.name, args.out, args.force)
+            paths = (ta_authors.prepare if args.name in TA_AUTHORS else prepare)(
+                args.name, args.out, args.force
+            )
         else:
             for f in args.files:
                 print(f"{f}: ok, {validate_parquet(f)} rows")

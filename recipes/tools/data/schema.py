@@ -13,7 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from grader.extract import check_ground_truth
+from recipes.files import DATA_META_KEY as _META_KEY
 from recipes.files import atomic_write, cache_dir
+from recipes.files import read_meta as read_meta  # the data tools export it
 
 INSTRUCTION = "\nPlease reason step by step, and put your final answer within \\boxed{}."
 """Appended to the question to make the user message (the standard Qwen-math prompt)."""
@@ -21,7 +23,6 @@ INSTRUCTION = "\nPlease reason step by step, and put your final answer within \\
 ABILITY = "math"
 SPLITS = ("train", "test")
 ROLES = ("system", "user", "assistant")
-_META_KEY = b"recipes.data"  # parquet schema metadata: JSON provenance of the file
 
 _MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 ROW_SCHEMA = pa.schema(
@@ -304,9 +305,3 @@ def write_rows(
     schema = ROW_SCHEMA.with_metadata({_META_KEY: json.dumps(dict(meta or {}), sort_keys=True).encode()})
     table = pa.Table.from_pylist([{c: r[c] for c in COLUMNS} for r in rows], schema=schema)
     return atomic_write(path, lambda tmp: pq.write_table(table, tmp))
-
-
-def read_meta(path: str | os.PathLike) -> dict:
-    """The provenance `write_rows` stored in a file ({} for a file we did not write)."""
-    raw = (pq.read_schema(path).metadata or {}).get(_META_KEY)
-    return json.loads(raw) if raw else {}

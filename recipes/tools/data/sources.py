@@ -72,12 +72,43 @@ def map_simplerl_zoo(row: Mapping[str, Any]) -> tuple[str, str] | None:
     return _pair(question, answer)
 
 
+_BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BETWEEN_BOXES = re.compile(r"[\s$.,;]*(?:(?:and|or)[\s$,;]*)?")
+_ASKS_FOR_ALL = re.compile(r"\ball\b", re.IGNORECASE)
+
+
+def _closed_boxes(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, content) of each `\\boxed{...}` / `\\fbox{...}` in `text` whose braces close."""
+    boxes = []
+    for m in _BOX_OPEN.finditer(text):
+        depth = 0
+        for j in range(m.end() - 1, len(text)):
+            if text[j] in "{}" and text[j - 1] != "\\":
+                depth += 1 if text[j] == "{" else -1
+                if depth == 0:
+                    boxes.append((m.start(), j + 1, text[m.end() : j].strip()))
+                    break
+    return boxes
+
+
 def map_hendrycks_math(row: Mapping[str, Any]) -> tuple[str, str] | None:
     """EleutherAI/hendrycks_math (`problem`, `level`, `type`, `solution`): the answer is the last
-    `\\boxed{}` of the solution."""
+    `\\boxed{}` of the solution. A question asking for all of several answers whose solution ends
+    with one box per answer, joined only by punctuation and "and"/"or" (`$\\boxed{(-2,18)}$ and
+    $\\boxed{(8,38)}$`), gets them all, joined by ", " (5 of the 7,500 train rows)."""
     from grader.extract import last_boxed
 
-    return _pair(row.get("problem"), last_boxed(row.get("solution") or ""))
+    problem, solution = row.get("problem"), row.get("solution") or ""
+    answer = last_boxed(solution)
+    boxes = _closed_boxes(solution)
+    if answer and boxes and boxes[-1][2] == answer and _ASKS_FOR_ALL.search(str(problem or "")):
+        run = boxes[-1:]
+        for box in reversed(boxes[:-1]):
+            if box[1] > run[0][0] or not _BETWEEN_BOXES.fullmatch(solution[box[1] : run[0][0]]):
+                break
+            run.insert(0, box)
+        answer = ", ".join(content for _, _, content in run if content)
+    return _pair(problem, answer)
 
 
 def map_problem_answer(row: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -169,7 +200,8 @@ def prepare(name: str, out_dir: str | os.PathLike | None = None, force: bool = F
     """Download dataset `name` (HF `datasets`), map it to the schema and write train.parquet and
     test.parquet to `out_dir` (default `$RECIPES_CACHE/data/<name>/`). Returns the two paths. A
     folder holding anything but this tool's files of `name` is refused (`recipes.files.Refused`)
-    before the download, unless `force` (`check_out_dir`)."""
+    before the download, unless `force` (`check_out_dir`). The TA-GRPO authors' sets are grouped by
+    question instead: recipes/tools/data/ta_authors.py (the command line picks the one to call)."""
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; prepare knows {sorted(DATASETS)}")
     out = Path(out_dir) if out_dir is not None else default_out_dir(name)
