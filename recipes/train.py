@@ -37,9 +37,11 @@ from typing import NoReturn
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from recipes import checks, console, run_folder
+from recipes import checks, console, run_folder, verl_seam
 from recipes.console import held, quiet
+from recipes.methods.configure import configure
 from recipes.platforms import determinism
+from recipes.platforms import registry as platforms
 from recipes.platforms.hf_rollout import NAME as HF_ROLLOUT
 from recipes.settings import ConfigError, select
 
@@ -49,10 +51,7 @@ LOCAL_MODELS = ("tiny", "smollm2_135m")  # built by recipes.tools.models, no hub
 # ------------------------------------------------------------------------------- preparation
 def prepare(cfg: DictConfig) -> None:
     """Everything that must happen in the driver before Ray starts (mutates os.environ)."""
-    if select(cfg, "recipes.platform") == "cpu":
-        from recipes.platforms.cpu import CPU_ENV
-
-        os.environ.update(CPU_ENV)
+    os.environ.update(platforms.of(cfg).environment)  # platform=cpu: VERL_PLATFORM=cpu, ...
     from recipes.extensions import on_policy
 
     os.environ.update(on_policy.environment(cfg))
@@ -235,22 +234,11 @@ def _session(cfg: DictConfig, say: Callable[[str], None]) -> contextlib.Abstract
             "rollout: transformers in a Ray actor (rollout.name=hf, no vLLM: the bare-GPU check), "
             f"{select(cfg, 'actor_rollout_ref.rollout.dtype')}"
         )
-    if hf or select(cfg, "recipes.platform") != "cpu":
+    if hf:
         if on_policy_note:
             say(f"training: {on_policy_note}")
         return contextlib.nullcontext()
-    from recipes.platforms.cpu_vllm import run_session, vllm_cpu_version
-
-    session = run_session()
-    from recipes.platforms.cpu import check_precision
-
-    dtype = select(cfg, "actor_rollout_ref.rollout.dtype")
-    training = ", ".join(filter(None, [check_precision(cfg), on_policy_note]))
-    say(
-        f"rollout: verl's vLLM server on vLLM's CPU build (vllm-cpu {vllm_cpu_version()}), {dtype}; "
-        f"training: {training}"
-    )
-    return session
+    return platforms.of(cfg).session(cfg, say, on_policy_note)
 
 
 def _train(
@@ -285,19 +273,14 @@ def _train(
 def preflight(cfg: DictConfig) -> list[str]:
     """Every check and preparation that must pass before Ray starts (raises ConfigError). Returns
     what the console should say about a decision made here (a fallback, the driver). Our own
-    checks come first: they need no verl, so a bad setting is reported in seconds."""
+    checks come first: they need no verl, so a bad setting is reported in seconds. verl's
+    registrations are checked meanwhile in a fresh interpreter, as a Ray worker starts, and that
+    result is waited for before anything is prepared."""
+    seam = verl_seam.VerlSeam()
     checks.validate(cfg)
-    checks.verl_seam()
-    notes = []
-    if select(cfg, "recipes.platform") == "gpu":
-        from recipes.platforms import gpu
-
-        notes.append(gpu.resolve_attention(cfg))
-        driver = gpu.driver_version()
-        # a driver process off the GPU nodes (RAY_ADDRESS): train.sbatch checks every node itself
-        if driver is not None or not os.environ.get("RAY_ADDRESS"):
-            notes.append(gpu.check_driver(driver, gpu.torch_cuda()))
+    notes = platforms.of(cfg).preflight(cfg)  # platform=gpu: the attention, the NVIDIA driver
     checks.verl_checks(cfg)
+    seam.join()
     prepare(cfg)
     checks.check_model(cfg)
     checks.check_data(cfg)
@@ -424,6 +407,7 @@ def compose(overrides: list[str]) -> DictConfig:
     with open_dict(cfg):
         del cfg["hydra"]
     record_choices(cfg, choices, overrides)
+    configure(cfg, overrides, choices.get("experiment"))  # what each method implies, in any order
     return cfg
 
 
@@ -431,8 +415,10 @@ def compose(overrides: list[str]) -> DictConfig:
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    record_choices(cfg, HydraConfig.get().runtime.choices, list(HydraConfig.get().overrides.task))
+    choices, overrides = HydraConfig.get().runtime.choices, list(HydraConfig.get().overrides.task)
+    record_choices(cfg, choices, overrides)
     try:
+        configure(cfg, overrides, choices.get("experiment"))
         run(cfg)
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr, flush=True)
@@ -496,7 +482,7 @@ def check_overrides(args: list[str], verbose: bool = False) -> DictConfig | None
 
     errors = (HydraException, OmegaConfBaseException, yaml.YAMLError)
     try:
-        with held(enabled=not verbose, expected=errors):
+        with held(enabled=not verbose, expected=(*errors, ConfigError)):
             cfg = compose(overrides)
             # every interpolation resolves (`${oc.env:UNSET}` failed later, with a traceback)
             OmegaConf.to_container(cfg, resolve=True)
@@ -507,6 +493,8 @@ def check_overrides(args: list[str], verbose: bool = False) -> DictConfig | None
             text = f"not valid YAML: {text}"
         print(f"config error: {' '.join(text.split())[:600]}", file=sys.stderr, flush=True)
         sys.exit(2)
+    except ConfigError as exc:  # a method's configure step (recipes/methods/configure.py)
+        config_error(exc)
 
 
 def _launch(cfg: DictConfig | None) -> None:
@@ -615,7 +603,7 @@ def check_only(args: list[str]) -> None:
     local = Path(str(select(cfg, "actor_rollout_ref.model.path"))).expanduser().is_dir()
     done = finished_step(cfg) is not None
     print(
-        f"preflight: ok platform={select(cfg, 'recipes.platform')} offline={int(local)} done={int(done)}",
+        f"preflight: ok platform={platforms.of(cfg).name} offline={int(local)} done={int(done)}",
         flush=True,
     )
 

@@ -11,7 +11,7 @@ eval questions, and each run's result line and the summary table. Run as a file.
 The presets are every file in configs/experiment/ whose platform is not `cpu` (its defaults list,
 following parent presets as Hydra does), each scaled down by the same overrides (the constants
 below), with the preset's model or a smaller one of its series (STAND_INS) and its data read where
-every preset's sbatch reads them: the model by its hub id from the Hugging Face cache ($HF_HOME),
+every preset's Slurm job reads them: the model by its hub id from the Hugging Face cache ($HF_HOME),
 the data from $RECIPES_CACHE/data/<dataset>/{train,test}.parquet. The older form names two folders
 instead: MODELS_DIR/<name> and DATA_DIR/<dataset>/ (DATA_DIR is what $RECIPES_CACHE/data is to the
 presets). Each preset's line in the plan says whether all it reads is here (then the run sets
@@ -208,7 +208,7 @@ def plan(
     only: list[str] | None = None,
 ) -> list[Plan]:
     """Each preset's run. models_dir None: the models by hub id from the Hugging Face cache;
-    data_dir None: $RECIPES_CACHE/data (where the presets' own sbatch scripts read both)."""
+    data_dir None: $RECIPES_CACHE/data (where the presets' own Slurm jobs read both)."""
     import functools
 
     from recipes.platforms import gpu as gpu_platform
@@ -300,7 +300,7 @@ def downloads(models_dir: Path, data_dir: Path) -> list[str]:
 def cache_downloads(only: list[str] | None = None, smoke_only: bool = False) -> list[str]:
     """Shell lines that put into the caches what is not there yet: each model by its hub id into
     the Hugging Face cache ($HF_HOME), each dataset into $RECIPES_CACHE/data. The models are every
-    GPU preset's own (what its sbatch trains) and its smoke stand-in, or only the stand-ins with
+    GPU preset's own (what its Slurm job trains) and its smoke stand-in, or only the stand-ins with
     smoke_only. What is already there is a `#` line. Run on a machine with internet, with the
     HF_HOME and RECIPES_CACHE of the jobs."""
     from recipes.platforms.gpu import data_hint, hub_cache, hub_snapshot

@@ -21,7 +21,7 @@
 #
 # Inputs: the preset's model where it fits one GPU, else a smaller one of its family
 # (scripts/gpu_smoke.py, STAND_INS; docs/slurm.md), and the preset's data. Without folders, read where
-# every preset's sbatch reads them (docs/slurm.md#offline-clusters):
+# every preset's Slurm job reads them (docs/slurm.md#offline-clusters):
 #   models      by hub id from the Hugging Face cache, $HF_HOME/hub (HF_HOME default ~/.cache/huggingface)
 #   data        $RECIPES_CACHE/data/<dataset>/{train,test}.parquet (RECIPES_CACHE default
 #               ~/.cache/verl_math_recipes), as `python -m recipes.tools.data prepare NAME` writes them
@@ -80,7 +80,7 @@ OUT_DIR=${3:-${OUT_DIR:-outputs/gpu_smoke/$(date +%Y%m%d-%H%M%S)}}
 export HF_HOME=${HF_HOME:-$HOME/.cache/huggingface}
 if [[ -z $MODELS_DIR ]]; then
     note "models from the Hugging Face cache (HF_HOME=$HF_HOME), data from" \
-        "${RECIPES_CACHE:-$HOME/.cache/verl_math_recipes}/data (RECIPES_CACHE), as every preset's sbatch reads them"
+        "${RECIPES_CACHE:-$HOME/.cache/verl_math_recipes}/data (RECIPES_CACHE), as every preset's Slurm job reads them"
 fi
 [[ $OUT_DIR == /* ]] || OUT_DIR=$PWD/$OUT_DIR
 PYTHON=${PYTHON:-python}

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
+from omegaconf import OmegaConf
 
 from recipes.checks import check_config, check_data
 from recipes.console import eta, format_duration, format_row, header
@@ -153,18 +154,38 @@ BAD = [
     ),
     (
         ["method=[grpo,cw_grpo]", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla"],
-        "method cw_grpo needs a CW-GRPO loss",
+        "loss_mode=vanilla (the command line): method cw_grpo needs its own loss, which it sets from "
+        "recipes.cw_grpo.{logp_per_sequence,all_positions,grad_through_weights}",
     ),
     (
         ["method=[grpo,cw_grpo]", "actor_rollout_ref.actor.policy_loss.loss_mode=cw_grpo-grad-allpos"],
-        "loss_mode=cw_grpo-grad-allpos",
+        "loss_mode=cw_grpo-grad-allpos (the command line): method cw_grpo needs its own loss",
+    ),
+    (
+        [
+            "method=[grpo,cw_grpo]",
+            "recipes.cw_grpo.all_positions=true",
+            "actor_rollout_ref.actor.policy_loss.loss_mode=cw_grpo-grad",
+        ],
+        "contradicts the recipes.cw_grpo settings, which name the loss cw_grpo-allpos",
+    ),
+    (
+        ["method=[grpo,ta_grpo]", "recipes.ta_grpo.group_size=4", "actor_rollout_ref.rollout.n=8"],
+        "rollout.n=8 (the command line) is (N+1) x G = 4 x 2, not recipes.ta_grpo.group_size=4",
+    ),
+    (
+        ["method=[grpo,prorl]", "recipes.prorl.kl_coef=0.01", "actor_rollout_ref.actor.kl_loss_coef=0.02"],
+        "kl_loss_coef=0.02 (the command line) contradicts recipes.prorl.kl_coef=0.01",
     ),
     (
         ["recipes.deterministic=true", "actor_rollout_ref.rollout.enable_chunked_prefill=true"],
         "recipes.deterministic=true with actor_rollout_ref.rollout.enable_chunked_prefill=true",
     ),
     # ProRL resets the reference of the KL loss
-    (["method=[prorl,dapo]"], "actor_rollout_ref.actor.use_kl_loss must be true"),
+    (
+        ["method=[prorl,dapo]", "actor_rollout_ref.actor.use_kl_loss=false"],
+        "actor_rollout_ref.actor.use_kl_loss must be true",
+    ),
     (["method=[dapo,prorl]", "+recipes.prorl.every=3"], "recipes.prorl: unknown settings ['every']"),
     (["method=[dapo,prorl]", "recipes.prorl.kl_patience=0"], "recipes.prorl.kl_patience=0 must be >= 1"),
     (["method=[dapo,prorl]", "recipes.prorl.val_plateau=2"], "set recipes.prorl.val_metric"),
@@ -565,7 +586,12 @@ def test_ta_grpo_presets_for_the_papers_four_models(model):
     assert (actor.optim.lr, actor.clip_ratio_low, actor.clip_ratio_high) == (1e-6, 0.2, 0.2)
     assert actor.use_kl_loss and actor.kl_loss_type == "low_var_kl" and actor.kl_loss_coef == 0.001
     assert actor.loss_agg_mode == "token-mean"
-    assert dict(cfg.recipes.ta_grpo) == {"n_rephrasings": 7, "anchor": "original", "groups": "pooled"}
+    assert dict(cfg.recipes.ta_grpo) == {
+        "n_rephrasings": 7,
+        "anchor": "original",
+        "groups": "pooled",
+        "group_size": 8,
+    }
     star = compose(["experiment=ta_grpo_star_math", f"model={model}"])
     assert (star.recipes.ta_grpo.anchor, star.recipes.ta_grpo.groups) == ("own", "per_variant")
     for base in ("ta_grpo_baseline_grpo_math", "ta_grpo_baseline_grpo_ds_math"):
@@ -608,14 +634,25 @@ def test_cw_grpo_presets():
     for base in (grpo, clip):
         check_config(base)
         assert "cw_grpo" not in base.recipes.methods and base.actor_rollout_ref.rollout.n == 12
-    authors = compose(
+    options = [
+        f"recipes.cw_grpo.{k}=true" for k in ("logp_per_sequence", "all_positions", "grad_through_weights")
+    ]
+    authors = compose(["experiment=demo_cpu", "method=[dr_grpo,cw_grpo]", *options])
+    check_config(authors)
+    assert authors.actor_rollout_ref.actor.policy_loss.loss_mode == "cw_grpo-seqlogp-allpos-grad"
+    # the loss name of the string grammar, accepted for one release: it sets the settings
+    old = compose(
         [
             "experiment=demo_cpu",
             "method=[dr_grpo,cw_grpo]",
-            "actor_rollout_ref.actor.policy_loss.loss_mode=cw_grpo-seqlogp-allpos-grad",
+            "actor_rollout_ref.actor.policy_loss.loss_mode=cw_grpo-seqlogp-grad",
         ]
     )
-    check_config(authors)
+    assert dict(old.recipes.cw_grpo) == {
+        "logp_per_sequence": True,
+        "all_positions": False,
+        "grad_through_weights": True,
+    }
 
 
 def test_prorl_method_and_preset():
@@ -656,11 +693,69 @@ def test_all_four_methods_compose_on_every_baseline(baseline):
     assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "recipes_prompt_variants"
 
 
+ADD_ONS = ["prompt_aug", "ta_grpo", "cw_grpo", "prorl"]
+
+
+@pytest.mark.parametrize("baseline", ["grpo", "dapo", "dr_grpo"])
+@pytest.mark.parametrize("add_on", ADD_ONS)
+def test_the_order_of_the_method_list_changes_nothing(baseline, add_on):
+    """Hydra merges a list group's files in list order, so `method=[prorl,grpo]` once took GRPO's
+    kl_loss_coef 0.001 and `method=[grpo,prorl]` ProRL's 1e-4 (recipes/methods/configure.py). Both
+    orders of every baseline and add-on now compose the same config, to the last key."""
+    run = ["model=tiny", "data=toy_arithmetic", "data.max_prompt_length=320"]
+    first = compose([*run, f"method=[{baseline},{add_on}]"])
+    second = compose([*run, f"method=[{add_on},{baseline}]"])
+    assert OmegaConf.to_yaml(first) == OmegaConf.to_yaml(second)  # as config.yaml saves it
+    actor, rollout = first.actor_rollout_ref.actor, first.actor_rollout_ref.rollout
+    if add_on == "prorl":  # the report's k3 KL at beta 1e-4, over each baseline's own KL setting
+        assert (actor.use_kl_loss, actor.kl_loss_type, actor.kl_loss_coef) == (True, "low_var_kl", 1e-4)
+    if add_on == "cw_grpo":
+        assert actor.policy_loss.loss_mode == "cw_grpo"
+    if add_on == "ta_grpo":  # (N+1) x G = 4 x 8, and the rollout's log-probs (under q_v) off
+        assert (rollout.n, rollout.calculate_log_probs) == (32, False)
+    check_config(second)
+
+
+def test_every_add_on_in_any_order_composes_the_same():
+    orders = ["dapo,prompt_aug,ta_grpo,cw_grpo,prorl", "prorl,cw_grpo,ta_grpo,prompt_aug,dapo"]
+    run = ["experiment=demo_cpu", "data.max_prompt_length=320"]
+    a, b = (compose([*run, f"method=[{order}]"]) for order in orders)
+    assert OmegaConf.to_container(a) == OmegaConf.to_container(b)  # (settings sections in list order)
+    assert (
+        list(a.recipes.methods)
+        == list(b.recipes.methods)
+        == ["dapo", "prompt_aug", "ta_grpo", "cw_grpo", "prorl"]
+    )
+    # demo_cpu sets rollout.n=8 itself, so TA-GRPO's G follows it: (3+1) x 2
+    assert (a.actor_rollout_ref.rollout.n, a.recipes.ta_grpo.group_size) == (8, 2)
+
+
+def test_a_value_a_preset_or_the_command_line_gives_beats_an_add_ons_setting():
+    """An add-on sets its verl keys from its settings unless the preset or the command line sets the
+    key more directly: then the setting follows the key (the command line over a preset)."""
+    prorl = compose(
+        ["experiment=prorl_deepseek_r1_distill_qwen_1_5b", "actor_rollout_ref.actor.kl_loss_coef=0.002"]
+    )
+    assert (prorl.actor_rollout_ref.actor.kl_loss_coef, prorl.recipes.prorl.kl_coef) == (0.002, 0.002)
+    demo = compose(["experiment=demo_cpu_prorl"])  # the preset's recipes.prorl.kl_coef
+    assert demo.actor_rollout_ref.actor.kl_loss_coef == 0.001
+    # a preset's KL for its baseline, with ProRL added on the command line: the preset's value stays
+    ta = compose(["experiment=ta_grpo_math", "method=[grpo,ta_grpo,prorl]"])
+    assert (ta.actor_rollout_ref.actor.kl_loss_coef, ta.recipes.prorl.kl_coef) == (0.001, 0.001)
+    # TA-GRPO: the preset sets G, the command line N: rollout.n follows both
+    n = compose(["experiment=ta_grpo_math", "recipes.ta_grpo.n_rephrasings=3"]).actor_rollout_ref.rollout.n
+    assert n == 32
+    # demo_cpu's rollout.n=8 is a preset's; G on the command line is more direct
+    g = compose(["experiment=demo_cpu", "method=[grpo,ta_grpo]", "recipes.ta_grpo.group_size=4"])
+    assert g.actor_rollout_ref.rollout.n == 16
+
+
 def test_a_wrong_verl_or_a_missing_registration_is_one_sentence(monkeypatch):
     import verl
     from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
 
-    from recipes.checks import verl_seam
+    from recipes.verl_seam import seam_in_process as verl_seam  # the fresh interpreter's part:
+    # tests/test_adding_a_method.py
 
     verl_seam()  # this install is right
     monkeypatch.setattr(verl, "__version__", "0.9.2")

@@ -54,7 +54,7 @@ check("memory_reserved", lambda: device.get_torch_device().memory_reserved())
 check("platform_class", lambda: f"{type(get_platform()).__module__}.{type(get_platform()).__qualname__}")
 
 def cpu_available_unforced():
-    from recipes.extensions.plugins import PlatformCPU
+    from recipes.platforms.cpu_device import PlatformCPU
     from verl.plugin.platform.platform_manager import PlatformRegistry
     assert PlatformRegistry.get("cpu") is PlatformCPU, PlatformRegistry.get("cpu")
     return PlatformCPU().is_platform_available(use_smi_check=True)
@@ -204,7 +204,7 @@ def fresh() -> dict[str, dict]:
 
 def test_cpu_platform_is_selected_by_env(fresh):
     r = fresh["cpu"]
-    assert r["platform_class"] == "recipes.extensions.plugins.PlatformCPU"
+    assert r["platform_class"] == "recipes.platforms.cpu_device.PlatformCPU"
     assert r["device_name"] == "cpu"
     assert r["nccl_backend"] == "gloo"
     assert r["memory_reserved"] == 0
@@ -247,7 +247,7 @@ def test_registries(fresh, mode):
 def test_without_env_nothing_changes(fresh):
     r = fresh["default"]
     assert r["cpu_platform_available"] is False
-    assert r["platform_class"] != "recipes.extensions.plugins.PlatformCPU"
+    assert r["platform_class"] != "recipes.platforms.cpu_device.PlatformCPU"
     assert r["device_name"] != "cpu"
     assert r["offload_policy"]["is_torch_class"] is True
     assert r["pg_wrapper"]["module"] == "verl.utils.distributed"
@@ -500,6 +500,7 @@ def test_orphaned_shm_files_are_removed_and_held_ones_kept():
 
 FIRST_IMPORTS = (
     "recipes.platforms.cpu",
+    "recipes.platforms.cpu_device",  # verl's platform "cpu": verl loads the plugin in its import
     "recipes.extensions.trainer",
     "recipes.extensions.reward_manager",
     "recipes.extensions.plugins",

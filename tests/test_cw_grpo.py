@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from recipes.methods import cw_grpo
-from recipes.methods.cw_grpo import ALL_OPTIONS, CWOptions, cw_metrics, cw_weights, parse_name
+from recipes.methods.cw_grpo import ALL_OPTIONS, CWSettings, cw_metrics, cw_weights, parse_name
 
 
 class Cfg:
@@ -65,7 +65,7 @@ def test_hand_computed_example():
 
 
 # ----------------------------------------------------------------------- plain reference
-def reference_weights(log_prob, adv, mask, opts: CWOptions):
+def reference_weights(log_prob, adv, mask, opts: CWSettings):
     """The module doc's equations with Python lists and loops."""
     rows = [
         [(log_prob[i][t], adv[i][t]) for t in range(len(mask[i])) if mask[i][t]] for i in range(len(mask))
@@ -152,7 +152,7 @@ def test_detached_weights_give_the_vanilla_gradient_at_fixed_weights_and_grad_op
 
 
 # ------------------------------------------------------------------------------ invariances
-@pytest.mark.parametrize("opts", [CWOptions(), CWOptions(logp_per_sequence=True)], ids=lambda o: o.name)
+@pytest.mark.parametrize("opts", [CWSettings(), CWSettings(logp_per_sequence=True)], ids=lambda o: o.name)
 def test_padding_and_sample_order_do_not_change_the_result(opts):
     log_prob, adv, mask = random_batch(5)
     old = log_prob - 0.1
@@ -180,7 +180,7 @@ def test_padding_and_sample_order_do_not_change_the_result(opts):
 
 def test_all_positions_option_does_depend_on_padding():
     log_prob, adv, mask = random_batch(5)
-    opts = CWOptions(all_positions=True)
+    opts = CWSettings(all_positions=True)
     w, _, _ = cw_weights(log_prob, adv, mask, opts)
     wide_mask = torch.cat([mask, torch.zeros_like(mask[:, :5])], 1)
     w_wide, _, _ = cw_weights(
@@ -219,7 +219,11 @@ def test_names_are_registered_with_verl_and_parsed():
     for opts in ALL_OPTIONS:
         assert parse_name(opts.name) == opts
         assert get_policy_loss_fn(opts.name) is cw_grpo.LOSSES[opts.name]
-    assert parse_name("cw_grpo-seqlogp-allpos-grad") == CWOptions(True, True, True)
+    assert parse_name("cw_grpo-seqlogp-allpos-grad") == CWSettings(True, True, True)
+    # the declaration the plugin wires them from names exactly these (recipes/methods/manifest.py)
+    from recipes.methods.manifest import DECLARED
+
+    assert set(DECLARED["cw_grpo"].registers["policy_loss"]) == set(cw_grpo.LOSSES)
     for bad in ("cw_grpo-grad-seqlogp", "cw_grpo-grad-grad", "cw_grpo-fast", "cwgrpo"):
         with pytest.raises(ValueError, match="not a CW-GRPO loss name"):
             parse_name(bad)

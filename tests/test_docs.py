@@ -164,18 +164,21 @@ def test_every_link_and_anchor_resolves():
 
 # ------------------------------------------------------------------------------ configs
 def train_commands() -> list[tuple[str, list[str]]]:
-    """(file, overrides) of every `python -m recipes.train` or `sbatch .../train.sbatch` line."""
+    """(file, overrides) of every `python -m recipes.train`, `python -m recipes.submit` or
+    `sbatch .../train.sbatch` line."""
     out = []
     for where, command in all_commands():
         w = words(command)
         for i, word in enumerate(w):
             if (
-                word == "recipes.train"
+                word in ("recipes.train", "recipes.submit")
                 and i
                 and w[i - 1] == "-m"
                 or word.endswith("scripts/slurm/train.sbatch")
             ):
-                out.append((where, [a for a in w[i + 1 :] if "=" in a and not a.startswith("-")]))
+                # (a command inside `$( )` ends with its parenthesis)
+                args = [a.removesuffix(")") for a in w[i + 1 :]]
+                out.append((where, [a for a in args if "=" in a and not a.startswith("-")]))
                 break
     return out
 
@@ -236,7 +239,7 @@ def flag_uses() -> dict[str, set[tuple[str, str]]]:
             if (
                 word == "-m"
                 and i + 1 < len(w)
-                and w[i + 1] != "recipes.train"
+                and w[i + 1] not in ("recipes.train", "recipes.submit")  # Hydra's; submit's are sbatch's
                 and w[i + 1].split(".")[0] in ("recipes", "eval", "prompt_templates", "grader")
             ):
                 target, rest = w[i + 1], w[i + 2 :]
@@ -282,6 +285,25 @@ def test_every_preset_has_a_row_in_the_presets_table_and_every_row_a_preset():
     assert sorted(rows) == presets
 
 
+def test_the_time_limits_the_docs_give_the_presets_are_their_submissions(capsys):
+    """docs/running.md's table of time limits: each row's presets are submitted (`python -m
+    recipes.submit --dry-run`) with its time limit and its nodes x GPUs."""
+    from recipes import submit
+
+    text = (REPO / "docs" / "running.md").read_text().split("## Long runs and Slurm time limits", 1)[1]
+    rows = re.findall(r"^\| (`\w+`.*?) \| ([\d:-]+) \| (\d+) x (\d+) \|", text.split("\n## ", 1)[0], re.M)
+    named = [(p, row) for row in rows for p in re.findall(r"`(\w+)`", row[0].split(" (")[0])]
+    assert len(named) >= 13, rows
+    wrong = []
+    for preset, (_, time, nodes, gpus) in named:
+        assert submit.main(["--dry-run", f"experiment={preset}"]) == 0, preset
+        said = capsys.readouterr().out.split()
+        want = [f"--time={time}", f"--nodes={nodes}", f"--gpus-per-node={gpus}"]
+        if [w for w in want if w not in said]:
+            wrong.append(f"{preset}: the docs say {want}, it submits {said}")
+    assert not wrong, "\n".join(wrong)
+
+
 # ------------------------------------------------------------------------------ figures and files
 def test_the_docs_name_the_metrics_file_where_recipes_train_writes_it(tmp_path, monkeypatch):
     """A launch's metrics go to metrics/<launch time>.jsonl in its folder (one file per launch, so
@@ -312,7 +334,6 @@ def test_the_plan_figures_the_docs_quote_are_the_plans():
             f"About {hours} h of training steps (~{e.step_s:.0f} s a step) by `recipes.plan`'s time model",
         ],
         "configs/experiment/first_gpu_run.yaml": [f"Training steps: ~{hours} h by recipes.plan's time model"],
-        "scripts/slurm/first_gpu_run.sbatch": [f"~{hours} h of training steps by recipes.plan's time model"],
         "docs/running.md": [f"(~{hours} h of steps by the uncalibrated time model)"],
     }
     wrong = [

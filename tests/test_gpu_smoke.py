@@ -240,9 +240,10 @@ def test_a_bare_dry_run_reads_the_caches_and_needs_no_nvidia_smi_and_defaults_to
 
 def test_the_smoke_run_and_a_presets_sbatch_read_the_same_model_and_data_from_the_same_variables(tmp_path):
     """HF_HOME and RECIPES_CACHE are the one place: with DeepSeek-R1-Distill-Qwen-1.5B cached whole
-    and Open-RS prepared, the smoke run's plan for cw_grpo_open_rs and the question
-    scripts/slurm/cw_grpo_open_rs.sbatch asks before Ray (its printed `recipes.platforms.gpu
-    offline` command, run here) give the same line: offline, the same snapshot, the same files."""
+    and Open-RS prepared, the smoke run's plan for cw_grpo_open_rs and the question its job asks
+    before Ray (`python -m recipes.submit experiment=cw_grpo_open_rs` submits train.sbatch with the
+    preset: its printed `recipes.offline` command, run here) give the same line: offline, the same
+    snapshot, the same files."""
     from recipes.tools.data import write_toy_arithmetic
 
     write_toy_arithmetic(tmp_path / "cache" / "data" / "open_rs", n_train=8, n_test=4, seed=0)
@@ -262,9 +263,9 @@ def test_the_smoke_run_and_a_presets_sbatch_read_the_same_model_and_data_from_th
     smoke_line = said[0].removeprefix(PREFIX + "# cw_grpo_open_rs: ")
     assert smoke_line.startswith("offline: ") and str(snap) in smoke_line
     sbatch = subprocess.run(
-        ["bash", str(REPO / "scripts" / "slurm" / "cw_grpo_open_rs.sbatch")],
+        ["bash", str(REPO / "scripts" / "slurm" / "train.sbatch"), "experiment=cw_grpo_open_rs"],
         cwd=tmp_path,
-        env=env,
+        env={**env, "GPUS_PER_NODE": "4"},  # as recipes.submit passes it
         capture_output=True,
         text=True,
         timeout=60,

@@ -16,13 +16,11 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from recipes.methods.prorl import (
+from recipes.methods.prorl import ProRLHooks, ProRLSettings, check
+from recipes.methods.prorl_triggers import (
     ControllerState,
     ProRLError,
-    ProRLHooks,
-    ProRLSettings,
     ResetController,
-    check,
     noise_bound,
     validation_samples,
 )

@@ -139,3 +139,17 @@ def test_the_command_stops_before_ray_and_writes_nothing(recipes_cache, tiny_mod
     ]
     assert "ray" not in proc.stdout.lower()
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before  # no log, no hydra/, nothing
+
+
+def test_slurm_resources_may_change_on_resume():
+    # what a job asks Slurm for is not what the run computes, and runs checkpointed before
+    # recipes.slurm existed have none in their config.yaml
+    import yaml
+
+    from recipes.run_folder import differences, resolved_yaml
+    from recipes.train import compose
+
+    now = yaml.safe_load(resolved_yaml(compose(["experiment=demo_cpu", "recipes.slurm.time=72:00:00"])))
+    old = yaml.safe_load(resolved_yaml(compose(["experiment=demo_cpu"])))
+    del old["recipes"]["slurm"]
+    assert differences(old, now) == []

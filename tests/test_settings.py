@@ -97,9 +97,10 @@ def test_every_setting_has_its_help():
 def test_a_composed_method_gets_the_dataclass_defaults(tmp_path):
     from recipes.train import compose
 
-    cfg = compose(["experiment=demo_cpu", "method=[grpo,prompt_aug,ta_grpo,prorl]", "data.seed=7"])
-    for name in ("ta_grpo", "prorl"):
+    cfg = compose(["model=tiny", "data=toy_arithmetic", "method=[grpo,prompt_aug,ta_grpo,prorl,cw_grpo]"])
+    for name in ("ta_grpo", "prorl", "cw_grpo"):
         assert registry.settings(cfg, name) == registry.REGISTRY[name].settings(), name
+    cfg = compose(["experiment=demo_cpu", "method=[grpo,prompt_aug]", "data.seed=7"])
     expected = dataclasses.replace(registry.REGISTRY["prompt_aug"].settings(), seed=7)  # YAML: ${data.seed}
     assert registry.settings(cfg, "prompt_aug") == expected
     # a default edited in the YAML by hand is what the generator puts back
@@ -111,39 +112,125 @@ def test_a_composed_method_gets_the_dataclass_defaults(tmp_path):
 def test_active_methods_come_from_the_method_choice():
     from recipes.train import compose
 
-    cfg = compose(["experiment=demo_cpu", "method=[dapo,prorl,cw_grpo]"])
-    assert registry.active_names(cfg) == ["dapo", "prorl", "cw_grpo"]
+    cfg = compose(["experiment=demo_cpu", "method=[prorl,cw_grpo,dapo]"])
+    assert registry.active_names(cfg) == ["dapo", "cw_grpo", "prorl"]  # declaration order, baseline first
+    from recipes.run_folder import run_name  # an unnamed run's folder, the same for every order
+
+    assert run_name(cfg) == "tiny-toy_arithmetic-dapo+cw_grpo+prorl-seed42"
     assert registry.settings(cfg, "prorl").reset_every == 200
-    assert registry.settings(cfg, "cw_grpo") is True  # active, no settings
+    assert registry.settings(cfg, "cw_grpo").name == "cw_grpo"  # active, the paper's options
+    assert registry.settings(cfg, "grpo") is None and registry.settings(cfg, "dapo") is True  # no settings
     assert registry.settings(cfg, "ta_grpo") is None  # off
     hooks = registry.trainer_hooks(cfg)
     assert [type(h).__name__ for h in hooks] == ["ProRLHooks"]
 
 
-HUBS = ("recipes/train.py", "recipes/extensions/trainer.py", "recipes/extensions/agent_loop.py")
-
-
-def test_hubs_name_no_method():
-    """train.py, trainer.py and the agent loop loop over the registry: no method is named as a
-    string, imported, or used as a module or attribute there (help text with examples may mention
-    them)."""
+def _method_references(tree, names: list[str]) -> list[str]:
+    """What a module says about methods `names` in code: an import of a method's module, a name or
+    attribute spelled like a method, or a string that is a method's name, config key or module
+    (`"prorl"`, `"recipes.prorl.kl_coef"`, `"recipes.methods.cw_grpo"`). Docstrings and comments
+    are prose and not looked at, nor strings that merely mention a method inside a sentence."""
+    import ast
     import re
 
-    method_modules = {m for m, tree in _trees().items() if "METHOD" in _assigned(tree)}
-    assert method_modules >= {
-        "recipes.methods.ta_grpo",
-        "recipes.methods.prompt_aug",
-        "recipes.methods.prorl",
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
     }
-    graph = module_imports()
-    for path in HUBS:
-        hub = path.removesuffix(".py").replace("/", ".")
-        assert not graph[hub] & method_modules, (hub, graph[hub] & method_modules)
-        text = (REPO / path).read_text()
-        for name in registry.REGISTRY:
-            pattern = rf"""["']{name}["']|import {name}\b|\b{name}\.|\.{name}\b|\b{name}\s*[=(]"""
-            found = re.findall(pattern, text)
-            assert not found, (path, name, found)
+    named = "|".join(names)
+    module = re.compile(rf"(recipes\.methods\.)?({named})(_\w+)?(\.[\w.]+)?")  # prorl, prorl_triggers
+    pattern = re.compile(rf"(recipes\.(methods\.)?)?({named})(\.[\w.]+)?")  # not a preset's name
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found += [f"import {node.module}.{a.name}" for a in node.names if module.fullmatch(a.name)]
+            found += [f"import {node.module}"] if module.fullmatch(node.module) else []
+        elif isinstance(node, ast.Import):
+            found += [f"import {a.name}" for a in node.names if module.fullmatch(a.name)]
+        elif (
+            isinstance(node, ast.Name)
+            and node.id in names
+            or isinstance(node, ast.Attribute)
+            and node.attr in names
+        ):
+            found.append(ast.unparse(node))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            if pattern.fullmatch(node.value):
+                found.append(repr(node.value))
+    return found
+
+
+def test_no_module_outside_methods_names_a_method():
+    """Every module of recipes/ outside recipes/methods/ (the hubs, the checks, the planner, the
+    plugin, the tools) loops over the registry and the declarations (recipes/methods/manifest.py):
+    none names an add-on method in code (`_method_references`). Baselines are left out: `grpo` is
+    also verl's advantage estimator. Not scanned, on purpose: eval/ (its protocols carry the papers'
+    names, `--protocol cw_grpo`, which are evaluation settings, not methods) and scripts/ (a
+    benchmark of one method, scripts/bench/cw_grpo_bench.py, must name it; nothing imports
+    scripts). recipes/tools/data/ta_authors.py is scanned: it names TA-GRPO's settings only in its
+    messages and docstrings, for the user."""
+    names = sorted(m.name for m in registry.REGISTRY.values() if not m.baseline)
+    assert names == ["cw_grpo", "prompt_aug", "prorl", "ta_grpo"]
+    trees = {
+        m: t for m, t in _trees().items() if m.startswith("recipes") and not m.startswith("recipes.methods")
+    }
+    assert {
+        "recipes.plan",
+        "recipes.checks",
+        "recipes.extensions.plugins",
+        "recipes.tools.data.ta_authors",
+    } <= set(trees)
+    for module, tree in trees.items():
+        assert not _method_references(tree, names), (module, _method_references(tree, names))
+    # the test sees each kind of reference it forbids
+    import ast
+
+    seen = "import recipes.methods.cw_grpo\nfrom recipes.methods import prorl_triggers\nx.ta_grpo\n"
+    seen += "'prorl' in m\nf(cfg, 'recipes.prompt_aug.seed')\n'a sentence naming prorl'\n'ta_grpo_math'\n"
+    assert len(_method_references(ast.parse(seen), names)) == 5
+
+
+def test_only_baselines_set_verl_keys_in_their_yaml():
+    """The order of `method=[...]` cannot decide a value: an add-on's YAML sets its `recipes.*`
+    keys alone (its verl keys come from its `configure`, after composition), and a run has one
+    baseline. An add-on that sets verl keys declares them (`derives`)."""
+    from recipes.methods import manifest
+
+    for path in METHOD_YAMLS:
+        declaration = manifest.DECLARED[path.stem]
+        top = set(yaml.safe_load(path.read_text()))
+        assert top == {"recipes"} or declaration.baseline, (path.name, top)
+        if not declaration.baseline:
+            assert registry.REGISTRY[path.stem].configure is not None or not declaration.derives, path
+    assert {d.name for d in manifest.DECLARATIONS if d.derives} == {"ta_grpo", "cw_grpo", "prorl"}
+
+
+def test_every_name_a_method_registers_with_verl_is_declared(monkeypatch):
+    """The plugin wires a method's module into verl's workers from its declaration alone: what the
+    module registers (in this process, which imported it through the registry) is what it declares,
+    name for name, and the plugin imports each such module after the verl module of its registry."""
+    from verl.trainer.ppo import core_algos
+
+    from recipes.extensions import plugins
+    from recipes.methods import manifest
+
+    for registry_key, name, method in manifest.expected_names():
+        table = getattr(core_algos, manifest.VERL_REGISTRIES[registry_key].attribute)
+        assert table[name].__module__ == manifest.DECLARED[method].module, name
+    assert len(manifest.expected_names()) == 8 and registry.undeclared() == []
+    assert manifest.wiring() == [("verl.trainer.ppo.core_algos", "recipes.methods.cw_grpo")]
+    for verl_module, ours in manifest.wiring():
+        imported = [then() for name, then in plugins.AFTER_IMPORT if name == verl_module]
+        assert ours in [getattr(m, "__name__", None) for m in imported], (verl_module, ours)
+    # a name a method's module registers without declaring it is found
+    stray = lambda *a, **k: None  # noqa: E731
+    stray.__module__ = "recipes.methods.prorl"
+    monkeypatch.setitem(core_algos.ADV_ESTIMATOR_REGISTRY, "stray_estimator", stray)
+    assert registry.undeclared() == ["advantage estimator 'stray_estimator' of method prorl"]
 
 
 def test_settings_doc_is_current():

@@ -1,5 +1,6 @@
 """Slurm launch scripts (scripts/slurm/): shellcheck on every shell script under scripts/, the
-commands train.sbatch prints under DRY_RUN=1, and its real code path (cluster wait, exit status,
+submit path (`python -m recipes.submit`: each preset's resources from its YAML), the commands
+train.sbatch prints under DRY_RUN=1, and its real code path (cluster wait, exit status,
 teardown, SIGTERM) against fake `srun`, `ray` and `python` executables. No Slurm, Ray or GPU
 needed; the whole file runs in a few seconds."""
 
@@ -158,30 +159,317 @@ def test_dry_run_single_node_outside_slurm():
     assert not [c for c in cmds if c[-2:] == ["ray", "stop"]]
 
 
-# the training presets' wrappers (the evaluation scripts are tested in tests/test_eval_slurm.py)
-WRAPPERS = sorted(
-    p
-    for p in (SCRIPTS / "slurm").glob("*.sbatch")
-    if 'scripts/slurm/train.sbatch" experiment=' in p.read_text()
+# --------------------------------------------- the submit path: a preset's resources are its YAML's
+# `python -m recipes.submit experiment=NAME` reads the run's Slurm resources from its composed
+# config (recipes.slurm) and runs `sbatch <them> scripts/slurm/train.sbatch <overrides>`; the
+# per-preset wrappers that once wrote them as #SBATCH lines are gone (docs/slurm.md#changes).
+EXPERIMENTS = REPO / "configs" / "experiment"
+PRESETS = sorted(p.stem for p in EXPERIMENTS.glob("*.yaml"))  # a new YAML is covered by this glob
+
+
+def _submit_dry_run(*args: str, capsys) -> tuple[dict[str, str], list[str], list[str]]:
+    """`python -m recipes.submit --dry-run ARGS`, in this process: the environment it adds, the
+    sbatch options it passes (before train.sbatch) and the arguments after train.sbatch."""
+    from recipes import submit
+
+    assert submit.main(["--dry-run", *args]) == 0, capsys.readouterr().err
+    words = shlex.split(capsys.readouterr().out)
+    env = dict(w.split("=", 1) for w in words[: words.index("sbatch")])
+    script = next(i for i, w in enumerate(words) if w.endswith("scripts/slurm/train.sbatch"))
+    return env, words[words.index("sbatch") + 1 : script], words[script + 1 :]
+
+
+def _value(options: list[str], name: str) -> str:
+    return _opt(options, name)
+
+
+def _yaml(path: Path) -> dict:
+    import yaml
+
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def _declared(preset: str) -> dict[str, object]:
+    """The preset's resources read from the YAML files themselves, not composed: configs/train.yaml,
+    then its platform's file, then its parent presets and itself (parents first, as `- NAME` and
+    `_self_` order them in these files), the last value of each key winning; `${trainer.x}` is
+    that key's value."""
+
+    def chain(name: str) -> list[dict]:
+        text = _yaml(EXPERIMENTS / f"{name}.yaml")
+        parents = [d for d in text.get("defaults", []) if isinstance(d, str) and d != "_self_"]
+        return [layer for p in parents for layer in chain(p)] + [text]
+
+    files = chain(preset)
+    platform = "gpu"  # configs/train.yaml's default
+    for layer in files:
+        for entry in layer.get("defaults", []):
+            if isinstance(entry, dict) and "override /platform" in entry:
+                platform = entry["override /platform"]
+    layers = [
+        _yaml(REPO / "configs" / "train.yaml"),
+        _yaml(REPO / "configs" / "platform" / f"{platform}.yaml"),
+    ]
+    layers += files
+
+    def get(key: str):
+        found = None
+        for layer in layers:
+            node = layer
+            for part in key.split("."):
+                node = node.get(part) if isinstance(node, dict) else None
+            found = found if node is None else node
+        if isinstance(found, str) and found.startswith("${"):
+            return get(found[2:-1])
+        return found
+
+    out = {k: get(f"recipes.slurm.{k}") for k in ("nodes", "gpus_per_node", "cpus_per_task", "time")}
+    return {**out, "ray_gpus": get("trainer.n_gpus_per_node"), "platform": platform}
+
+
+# What each per-preset wrapper asked for when it was removed (nodes, GPUs per node, CPUs per task,
+# time): the same commands get the same allocation through the presets' YAMLs
+REMOVED_WRAPPERS = {
+    "cw_grpo_baseline_clip_cov_open_rs": (1, 4, 32, "24:00:00"),
+    "cw_grpo_baseline_grpo_open_rs": (1, 4, 32, "24:00:00"),
+    "cw_grpo_open_rs": (1, 4, 32, "24:00:00"),
+    "first_gpu_run": (1, 4, 32, "4:00:00"),
+    "prompt_aug_baseline_dapo_qwen2_5_math_1_5b": (1, 8, 64, "48:00:00"),
+    "prompt_aug_baseline_grpo_qwen2_5_math_1_5b": (1, 8, 64, "48:00:00"),
+    "prompt_aug_qwen2_5_math_1_5b": (1, 8, 64, "48:00:00"),
+    "prorl_deepseek_r1_distill_qwen_1_5b": (4, 8, 64, "48:00:00"),
+    "ta_grpo_baseline_grpo_ds_math": (1, 8, 64, "48:00:00"),
+    "ta_grpo_baseline_grpo_math": (1, 8, 64, "48:00:00"),
+    "ta_grpo_math": (1, 8, 64, "48:00:00"),
+    "ta_grpo_star_math": (1, 8, 64, "48:00:00"),
+    "cw_grpo_open_rs_7b": (1, 4, 32, "24:00:00"),  # was cw_grpo_open_rs.sbatch experiment=cw_grpo_open_rs_7b
+}
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_preset_submits_with_the_resources_its_yaml_files_write(preset, capsys):
+    """The dry run's sbatch options are the values the preset's files write (read here without
+    Hydra), and the job then runs train.sbatch with the preset and the allocation's shape."""
+    want = _declared(preset)
+    env, options, args = _submit_dry_run(
+        f"experiment={preset}", "trainer.total_training_steps=7", capsys=capsys
+    )
+    assert options == [
+        f"--job-name={preset}",
+        f"--nodes={want['nodes']}",
+        f"--gpus-per-node={want['gpus_per_node']}",
+        f"--cpus-per-task={want['cpus_per_task']}",
+        f"--time={want['time']}",
+    ]
+    assert env == {"GPUS_PER_NODE": str(want["ray_gpus"])}
+    assert args == [f"experiment={preset}", "trainer.total_training_steps=7"]
+    if preset in REMOVED_WRAPPERS:  # the command that replaced its wrapper gets the same allocation
+        got = (want["nodes"], want["gpus_per_node"], want["cpus_per_task"], want["time"])
+        assert got == REMOVED_WRAPPERS[preset] and want["ray_gpus"] == want["gpus_per_node"]
+    # nodes and GPUs are written once: recipes.slurm follows trainer.* unless a preset says otherwise
+    if want["platform"] == "gpu":
+        assert want["gpus_per_node"] == want["ray_gpus"]
+    else:  # platform=cpu: logical Ray slots, no GPU from Slurm
+        assert want["gpus_per_node"] == 0 and want["ray_gpus"] >= 1
+
+
+def test_the_removed_wrappers_are_gone_and_each_was_a_presets():
+    assert not [p for p in (SCRIPTS / "slurm").glob("*.sbatch") if p.stem in REMOVED_WRAPPERS]
+    assert set(REMOVED_WRAPPERS) <= set(PRESETS)
+
+
+def test_the_default_resources_are_train_sbatchs_sbatch_lines(capsys):
+    """A run without a preset asks `python -m recipes.submit` for what `sbatch train.sbatch` asks."""
+    lines = dict(re.findall(r"^#SBATCH (--[\w-]+)=(\S+)$", SBATCH.read_text(), re.M))
+    # (named: the default name, <model>-<data>-<methods>, imports verl to list the methods)
+    args = ("model=qwen2_5_math_1_5b", "data=math_l3to5", "method=[dapo]", "trainer.experiment_name=plain")
+    _, options, _ = _submit_dry_run(*args, capsys=capsys)
+    for name in ("--nodes", "--gpus-per-node", "--cpus-per-task", "--time"):
+        assert _value(options, name) == lines[name], name
+    assert not any(o.startswith("--job-name") for o in options)  # train.sbatch's own, grpo-train
+
+
+def test_a_new_preset_is_one_yaml_and_its_job_gets_its_resources(tmp_path, capsys):
+    """A preset in a folder of its own (Hydra's search path: nothing of the repository edited) is
+    submitted with its resources, and train.sbatch, run from a copy as sbatch runs it, trains it on
+    that allocation."""
+    from recipes.train import verl_searchpath
+
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "my_preset.yaml").write_text(
+        "# @package _global_\n"
+        "defaults:\n  - ta_grpo_math\n  - _self_\n"
+        "trainer:\n  nnodes: 2\n  n_gpus_per_node: 4\n"
+        'recipes:\n  slurm:\n    cpus_per_task: 16\n    time: "2-12:00:00"\n'
+    )
+    verl = verl_searchpath().split("=", 1)[1].strip("[]")
+    search = f"hydra.searchpath=['file://{tmp_path}',{verl}]"
+    env, options, args = _submit_dry_run(search, "experiment=my_preset", capsys=capsys)
+    assert options == [
+        "--job-name=my_preset",
+        "--nodes=2",
+        "--gpus-per-node=4",
+        "--cpus-per-task=16",
+        "--time=2-12:00:00",
+    ]
+    assert env == {"GPUS_PER_NODE": "4"} and args == [search, "experiment=my_preset"]
+    spool = tmp_path / "slurm_script"  # sbatch runs a copy: the repository is the submit directory
+    shutil.copy(SBATCH, spool)
+    proc = _dry_run(args, script=spool, SLURM_NNODES="2", SLURM_SUBMIT_DIR=str(REPO), **env)
+    assert proc.returncode == 0, proc.stderr
+    cmds = _commands(proc.stdout)
+    assert _train_args(_train(cmds)) == [*args, "trainer.nnodes=2", "trainer.n_gpus_per_node=4"]
+    assert [_opt(c, "--cpus-per-task") for c in _ray_starts(cmds)] == ["64", "64"]  # CPUS_PER_NODE default
+    proc = _dry_run(
+        args, script=spool, SLURM_NNODES="2", SLURM_CPUS_PER_TASK="16", SLURM_SUBMIT_DIR=str(REPO), **env
+    )
+    assert [_opt(c, "--num-gpus") for c in _ray_starts(_commands(proc.stdout))] == ["4", "4"]
+    assert [_opt(c, "--cpus-per-task") for c in _ray_starts(_commands(proc.stdout))] == ["16", "16"]
+
+
+def test_your_sbatch_options_replace_the_presets_resources(capsys, monkeypatch):
+    monkeypatch.delenv("GPUS_PER_NODE", raising=False)
+    env, options, args = _submit_dry_run(
+        "-p",
+        "gpu",
+        "-N",
+        "2",
+        "--time=72:00:00",
+        "-J",
+        "mine",
+        "--export=ALL,X=1",
+        "experiment=prorl_deepseek_r1_distill_qwen_1_5b",
+        "trainer.experiment_name=my run",
+        capsys=capsys,
+    )
+    assert options == [
+        "--gpus-per-node=8",
+        "--cpus-per-task=64",
+        "-p",
+        "gpu",
+        "-N",
+        "2",
+        "--time=72:00:00",
+        "-J",
+        "mine",
+        "--export=ALL,X=1",
+    ]
+    assert env == {"GPUS_PER_NODE": "8"}
+    assert args == ["experiment=prorl_deepseek_r1_distill_qwen_1_5b", "trainer.experiment_name=my run"]
+    # GPUs named your way: Slurm's count rules (train.sbatch reads SLURM_GPUS_ON_NODE)
+    env, options, _ = _submit_dry_run("--gres=gpu:2", "experiment=cw_grpo_open_rs", capsys=capsys)
+    assert env == {} and not any(o.startswith("--gpus-per-node") for o in options)
+    # a resource as an override changes the allocation and the run alike
+    env, options, _ = _submit_dry_run(
+        "experiment=cw_grpo_open_rs", "trainer.n_gpus_per_node=2", capsys=capsys
+    )
+    assert _value(options, "--gpus-per-node") == "2" and env == {"GPUS_PER_NODE": "2"}
+    monkeypatch.setenv("GPUS_PER_NODE", "3")  # yours is kept
+    env, _, _ = _submit_dry_run("experiment=cw_grpo_open_rs", capsys=capsys)
+    assert env == {}
+
+
+P = "experiment=cw_grpo_open_rs"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            [P, "recipes.slurm.time=48:00"],
+            "recipes.slurm.time='48:00' is 48 minutes to Slurm (minutes:seconds): "
+            'write "48:00:00" for 48 hours',
+        ),
+        ([P, "recipes.slurm.time=two days"], "recipes.slurm.time='two days' is not a Slurm time limit"),
+        ([P, "recipes.slurm.cpus_per_task=0"], "recipes.slurm.cpus_per_task=0 must be >= 1."),
+        ([P, "recipes.slurm.nodes=0"], "recipes.slurm.nodes=0 must be >= 1."),
+        ([P, "+recipes.slurm.gpus=4"], "recipes.slurm: unknown settings ['gpus']"),
+        (["experiment=no_such_preset"], "config error: "),
+        ([P, "--parsable"], f"--parsable: sbatch options go before the Hydra overrides ({P})."),
+        (["--parsable"], "no Hydra override (after the sbatch options --parsable)"),
+    ],
 )
+def test_bad_resources_and_arguments_fail_in_one_line_before_sbatch(
+    args, message, capsys, tmp_path, monkeypatch
+):
+    from recipes import submit
+
+    bin_dir = tmp_path / "bin"  # a stand-in sbatch (no Slurm here) that must not be reached
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(f"#!/bin/bash\ntouch {tmp_path}/submitted\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    assert submit.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("config error: ") and err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "submitted").exists()
 
 
-@pytest.mark.parametrize("wrapper", WRAPPERS, ids=lambda p: p.stem)
-def test_experiment_wrappers_run_train_sbatch_with_their_preset(wrapper, tmp_path):
-    """Each preset's wrapper names an existing experiment and passes the user's overrides after it,
-    also when sbatch runs it from a copy outside the repository (REPO_DIR from the submit dir)."""
-    assert (REPO / "configs" / "experiment" / f"{wrapper.stem}.yaml").is_file()
-    text = wrapper.read_text()
-    gpus = re.search(r"^#SBATCH --gpus-per-node=(\d+)$", text, re.M).group(1)
-    assert "Hardware:" in text and "Writes:" in text
-    spool = tmp_path / "spool.sbatch"
-    shutil.copy(wrapper, spool)
-    for script, env in ((wrapper, {}), (spool, {"SLURM_SUBMIT_DIR": str(REPO)})):
-        proc = _dry_run(["trainer.total_training_steps=7"], script=script, **env)
-        assert proc.returncode == 0, proc.stderr
-        train = _train(_commands(proc.stdout))
-        assert _train_args(train)[:2] == [f"experiment={wrapper.stem}", "trainer.total_training_steps=7"]
-        assert _train_args(train)[-1] == f"trainer.n_gpus_per_node={gpus}"  # the allocation's GPUs
+def test_an_unquoted_time_in_a_yaml_file_is_named(tmp_path, capsys):
+    """YAML 1.1 reads `time: 48:00:00` as the number 172800 (sexagesimal): submit says to quote it."""
+    from recipes import submit
+    from recipes.train import verl_searchpath
+
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "unquoted.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - cw_grpo_open_rs\n  - _self_\nrecipes:\n  slurm:\n    time: 48:00:00\n"
+    )
+    verl = verl_searchpath().split("=", 1)[1].strip("[]")
+    assert submit.main([f"hydra.searchpath=['file://{tmp_path}',{verl}]", "experiment=unquoted"]) == 2
+    err = capsys.readouterr().err
+    assert 'recipes.slurm.time=172800 must be a string such as "48:00:00" (in a YAML file quoted' in err
+
+
+def test_submit_runs_sbatch_from_the_submit_directory_and_makes_the_log_folder(tmp_path, capfd, monkeypatch):
+    """The real path, with a stand-in `sbatch` (no Slurm here) that records its arguments and the
+    GPUS_PER_NODE it was given, and answers with an exit status of the test's choosing."""
+    from recipes import submit
+
+    checkout = tmp_path / "checkout"  # a submit directory: the repository's scripts, nothing else
+    checkout.mkdir()
+    (checkout / "scripts").symlink_to(SCRIPTS, target_is_directory=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(
+        f'#!/bin/bash\nprintf "%s\\n" "$PWD" "$GPUS_PER_NODE" "$@" >{tmp_path}/args\n'
+        'echo "Submitted batch job 42"\nexit "${FAKE_SBATCH_RC:-0}"\n'
+    )
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.delenv("GPUS_PER_NODE", raising=False)
+    monkeypatch.delenv("REPO_DIR", raising=False)
+    monkeypatch.chdir(checkout)
+    assert submit.main(["-p", "gpu", "experiment=first_gpu_run"]) == 0
+    cwd, gpus, *argv = (tmp_path / "args").read_text().splitlines()
+    assert Path(cwd) == checkout and gpus == "4" and (checkout / "logs").is_dir()
+    assert argv == [
+        "--job-name=first_gpu_run",
+        "--nodes=1",
+        "--gpus-per-node=4",
+        "--cpus-per-task=32",
+        "--time=4:00:00",
+        "-p",
+        "gpu",
+        "scripts/slurm/train.sbatch",
+        "experiment=first_gpu_run",
+    ]
+    assert capfd.readouterr().out == "Submitted batch job 42\n"
+    # sbatch's refusal is the command's exit status; --output elsewhere: no logs/ made
+    (checkout / "logs").rmdir()
+    monkeypatch.setenv("FAKE_SBATCH_RC", "1")
+    assert submit.main([f"--output={tmp_path}/%j.out", "experiment=first_gpu_run"]) == 1
+    assert not (checkout / "logs").exists()
+    # from a folder that is not a submit directory: one line, nothing submitted
+    (tmp_path / "args").unlink()
+    monkeypatch.chdir(tmp_path)
+    assert submit.main(["experiment=first_gpu_run"]) == 2
+    assert "is not the repository root: submit from there" in capfd.readouterr().err
+    assert not (tmp_path / "args").exists()
+    # no sbatch at all
+    monkeypatch.chdir(checkout)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert submit.main(["experiment=first_gpu_run"]) == 1
+    assert "sbatch not found on PATH" in capfd.readouterr().err
 
 
 def test_dry_run_two_nodes():

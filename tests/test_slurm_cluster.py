@@ -7,7 +7,8 @@ worker on node2, verl's FSDP over the two) and `scancel`ed mid-step (the teardow
 process of the job on both nodes inside Slurm's kill wait), resubmitted (it resumes from the last
 checkpoint and finishes), resubmitted again (it says it is done, with no Ray cluster started),
 converted with convert.sbatch and evaluated with eval_iterative.sbatch. Its jobs name their folder
-with OUTPUT_DIR, as docs/slurm.md shows, while the default folder (outputs/<project>/demo_cpu,
+with OUTPUT_DIR, as docs/slurm.md shows (the last two through `python -m recipes.submit`, which
+asks Slurm for the resources the config names), while the default folder (outputs/<project>/demo_cpu,
 relative to the submit directory, a folder of the test's own) holds another run: every step of
 train.sbatch (its preflight, its finished-run path, the training) must use OUTPUT_DIR, not that
 one. Two failures must be quick and clear: a node whose `ray start` fails, and a bad Hydra override
@@ -153,6 +154,33 @@ def submit(
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout.strip().split(";")[0]
+
+
+def submit_preset(cluster, *args: str, sbatch: tuple = (), name: str = "job", env: dict | None = None) -> str:
+    """`python -m recipes.submit` as a user types it: the run's Slurm resources from its config
+    (recipes.slurm), your own sbatch options before the overrides."""
+    out = cluster["dir"] / f"{name}-%j.out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "recipes.submit", "--parsable", f"--output={out}", *sbatch, *args],
+        cwd=cluster["checkout"],
+        env={**cluster["env"], **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout.strip().split(";")[0]
+
+
+def allocation(cluster, job: str) -> dict[str, str]:
+    """What Slurm gave the job (`scontrol show job`, remembered MinJobAge after it ends)."""
+    proc = subprocess.run(
+        ["scontrol", "show", "job", job, "-o"], env=cluster["env"], capture_output=True, text=True, timeout=30
+    )
+    found = dict(re.findall(r"(?:^|\s)(JobName|NumNodes|CPUs/Task|TimeLimit)=(\S+)", proc.stdout))
+    if "NumNodes" in found:  # a range while pending (2-2)
+        found["NumNodes"] = found["NumNodes"].split("-")[0]
+    return found
 
 
 def log_of(cluster, job: str, name: str = "job") -> str:
@@ -383,9 +411,24 @@ def test_a_node_whose_ray_start_fails_ends_the_job_in_one_line(cluster, ends_the
 
 # ------------------------------------------------ after the heavy phase: no Ray node starts
 def test_resubmitting_a_finished_run_says_it_is_done(cluster, run):
-    job = two_node_job(cluster, run["out"], "again")
+    """Resubmitted the way a preset is (`python -m recipes.submit`): the same run, from its config's
+    resources (2 nodes from trainer.nnodes, no GPU on platform=cpu, 24 h) and a CPU count of ours."""
+    job = submit_preset(
+        cluster,
+        *train_args(STEPS),
+        "trainer.nnodes=2",
+        sbatch=("--cpus-per-task=2",),
+        name="again",
+        env={"OUTPUT_DIR": str(run["out"])},
+    )
     log = wait_done(cluster, job, 300, "again")
     assert exit_status(cluster, job) == 0, log[-3000:]
+    assert allocation(cluster, job) == {
+        "JobName": "demo_cpu",
+        "NumNodes": "2",
+        "CPUs/Task": "2",
+        "TimeLimit": "1-00:00:00",
+    }
     assert f"done: already trained to step {STEPS}" in log
     # found in the preflight, in OUTPUT_DIR: no Ray node is started for a run with nothing to do
     assert "preflight: ok platform=cpu offline=1 done=1" in log and "no Ray cluster started" in log
@@ -395,14 +438,21 @@ def test_resubmitting_a_finished_run_says_it_is_done(cluster, run):
 
 
 def test_a_bad_override_fails_before_any_ray_start(cluster):
-    job = submit(
+    job = submit_preset(
         cluster,
-        "train.sbatch",
         "experiment=demo_cpu",
         "trainer.total_training_steps=abc",
-        sbatch=("--nodes=2", *CPU_JOB),
+        "trainer.nnodes=2",
+        "recipes.slurm.cpus_per_task=2",
+        "recipes.slurm.time=0:10:00",
         name="bad",
     )
     log = wait_done(cluster, job, 180, "bad")
     assert "config error: trainer.total_training_steps='abc' must be an integer >= 1" in log, log[-3000:]
     assert "ray start" not in log and exit_status(cluster, job) == 2
+    assert allocation(cluster, job) == {
+        "JobName": "demo_cpu",
+        "NumNodes": "2",
+        "CPUs/Task": "2",
+        "TimeLimit": "00:10:00",
+    }

@@ -16,7 +16,7 @@ def test_session_k_answers_variant_k_div_g():
     ta = TASettings(n_rephrasings=3)
     assert [ta.variant(k, 32) for k in range(32)] == [k // 8 for k in range(32)]
     assert [ta.variant(k, 8) for k in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]
-    assert ta.group_size(32) == 8
+    assert ta.group_of(32) == 8
     with pytest.raises(ConfigError, match="rollout.n=30 must be .N\\+1. x G"):
         ta.variant(0, 30)
 
@@ -107,7 +107,7 @@ def test_a_pad_slot_shows_their_pad_prompt_and_stays_in_the_group_under_q0(ancho
 
 def test_a_file_of_the_authors_set_is_read_with_all_its_variants(tmp_path):
     """`prepare ta_math_a9u` records the file's variants per question; a run whose N+1 differs is
-    refused before Ray, naming the two settings that fit the file."""
+    refused before Ray, naming the setting that fits the file (rollout.n follows it, (N+1) x G)."""
     from omegaconf import OmegaConf
 
     from recipes.tools.data import make_row, write_rows
@@ -122,7 +122,7 @@ def test_a_file_of_the_authors_set_is_read_with_all_its_variants(tmp_path):
     with pytest.raises(ConfigError) as err:
         ta_grpo.check_data(cfg, TASettings(n_rephrasings=3), [str(f)])
     assert "holds 8 variants per question" in str(err.value)
-    assert "recipes.ta_grpo.n_rephrasings=7 and actor_rollout_ref.rollout.n=64" in str(err.value)
+    assert "set recipes.ta_grpo.n_rephrasings=7 (actor_rollout_ref.rollout.n follows" in str(err.value)
     ta_grpo.check_data(cfg, TASettings(n_rephrasings=7), [str(f)])  # N+1 = 8: accepted
 
 

@@ -1,7 +1,7 @@
 """What verl must find registered in every one of its processes (driver, task runner, actor and
 rollout workers, reward loop), loaded through our `verl.plugins` entry point on `import verl`:
 
-  platform "cpu"          defined here (blockers 3 and 8 of docs/cpu_platform.md)
+  platform "cpu"          recipes/platforms/cpu_device.py (blockers 3 and 8 of docs/cpu_platform.md)
   vLLM's CPU build answering for "vllm"  recipes/platforms/cpu_vllm.py (first, before verl imports vLLM)
   deterministic kernels   recipes/platforms/determinism.py (when recipes.train exported RECIPES_DETERMINISTIC=1)
 and, once the process imports the verl module they extend (`AFTER_IMPORT` below):
@@ -13,188 +13,37 @@ and, once the process imports the verl module they extend (`AFTER_IMPORT` below)
   trainer "recipes_sync"  recipes/extensions/trainer.py
   reward "math_pool"      recipes/extensions/reward_manager.py
   agent loop "recipes_prompt_variants"  recipes/extensions/agent_loop.py
-  policy losses "cw_grpo[-seqlogp][-allpos][-grad]"  recipes/methods/cw_grpo.py
-  worker ProRLWorker (not a registry: recipes_sync swaps it in)  recipes/methods/prorl.py
+  each method's policy losses and advantage estimators: the module and names its declaration
+                          lists (recipes/methods/manifest.py, `registers`), imported after the verl
+                          module that holds the registry
+(A method's workers, swapped in by recipes_sync, are not a registry: Ray finds them by name.)
 
-Why the platform lives in this module: it must be registered before anything asks verl for its
-platform, and the entry point is the one module that runs first whichever of our modules a
+Why this module imports the platform first: it must be registered before anything asks verl for
+its platform, and the entry point is the one module that runs first whichever of our modules a
 process imports first. (If a process imports, say, recipes.extensions.trainer before verl, verl loads this
 plugin in the middle of that import; the platform is registered here, and recipes.extensions.trainer
-finishes its own registration afterwards. If it imports this module first, verl sees it
-half-imported, does nothing, and this module completes normally.) verl swallows a plugin's
-import error at DEBUG level: tests/test_cpu_platform.py checks in fresh interpreters that every
-name is registered.
+finishes its own registration afterwards. If it imports this module, or recipes.platforms.cpu_device,
+first, verl sees it half-imported, does nothing, and that module completes normally, registering
+the platform before verl is asked for it.) verl swallows a plugin's
+import error at DEBUG level: `check_verl_seam` and `check_method_names` say in one line what is
+missing, and recipes.train runs them before Ray starts, the second in a fresh interpreter, as a
+worker starts (recipes/verl_seam.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.abc
 import importlib.machinery
-import os
 import sys
-import types
 from collections.abc import Callable
-from typing import Any
 
-import torch
-
+from recipes.methods import manifest  # what each method registers with verl (imports nothing of ours)
 from recipes.platforms.cpu_vllm import patch_vllm_version
 
 patch_vllm_version()
 
-from verl.plugin.platform.platform_base import PlatformBase  # noqa: E402
-from verl.plugin.platform.platform_manager import PlatformRegistry  # noqa: E402
-
-
-class _CPUDeviceModule(types.ModuleType):
-    """`torch.cpu` plus what verl calls on `torch.cuda` for memory logging and FLOPs (blocker 8)."""
-
-    def __init__(self) -> None:
-        super().__init__("torch_cpu_shim")
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(torch.cpu, name)
-
-    @staticmethod
-    def _zero(*_args: Any, **_kwargs: Any) -> int:
-        return 0
-
-    memory_allocated = memory_reserved = max_memory_allocated = max_memory_reserved = _zero
-
-    @staticmethod
-    def mem_get_info(*_args: Any, **_kwargs: Any) -> tuple[int, int]:
-        import psutil
-
-        vm = psutil.virtual_memory()
-        return vm.available, vm.total
-
-    @staticmethod
-    def get_device_name(*_args: Any, **_kwargs: Any) -> str:
-        return "CPU"
-
-    @staticmethod
-    def reset_peak_memory_stats(*_args: Any, **_kwargs: Any) -> None:
-        return None
-
-    empty_cache = synchronize = reset_peak_memory_stats
-
-    @staticmethod
-    def is_available() -> bool:
-        return True
-
-    @staticmethod
-    def device_count() -> int:
-        return 1
-
-    @staticmethod
-    def current_device() -> str:
-        return "cpu"  # as torch.cpu.current_device(); verl passes it to .to(device=...)
-
-    @staticmethod
-    def set_device(*_args: Any, **_kwargs: Any) -> None:
-        return None
-
-    @staticmethod
-    def manual_seed(seed: int) -> None:
-        torch.manual_seed(seed)
-
-    manual_seed_all = manual_seed
-    # verl's checkpoint restores the "device" RNG from the state saved under the device name,
-    # which on this platform is the CPU generator's own state.
-    get_rng_state = staticmethod(torch.get_rng_state)
-    set_rng_state = staticmethod(torch.set_rng_state)
-
-
-_DEVICE_MODULE = _CPUDeviceModule()
-
-
-@PlatformRegistry.register(platform="cpu")
-class PlatformCPU(PlatformBase):
-    """verl platform for a machine with no accelerator: device "cpu", collectives over gloo."""
-
-    @property
-    def device_name(self) -> str:
-        return "cpu"
-
-    @property
-    def vendor_name(self) -> str:
-        return "cpu"
-
-    @property
-    def device_module(self) -> types.ModuleType:
-        return _DEVICE_MODULE
-
-    def is_available(self) -> bool:
-        return True
-
-    def is_platform_available(self, use_smi_check: bool = False) -> bool:
-        return False  # never auto-detected: chosen only by VERL_PLATFORM=cpu
-
-    def current_device(self) -> str:
-        return "cpu"  # as torch.cpu.current_device(); an int would mean an accelerator index
-
-    def device_count(self) -> int:
-        return 1
-
-    def set_device(self, device_index: int) -> None:
-        return None
-
-    def synchronize(self, device_index: int | None = None) -> None:
-        return None
-
-    def manual_seed(self, seed: int) -> None:
-        torch.manual_seed(seed)
-
-    def manual_seed_all(self, seed: int) -> None:
-        torch.manual_seed(seed)
-
-    def set_allocator_settings(self, settings: str) -> None:
-        return None
-
-    def empty_cache(self) -> None:
-        return None
-
-    def get_device_capability(self, device_index: int = 0) -> tuple[int | None, int | None]:
-        return None, None
-
-    def communication_backend_name(self) -> str:
-        return "gloo"
-
-    def visible_devices_envvar(self) -> str:
-        return "CUDA_VISIBLE_DEVICES"
-
-    def ray_resource_name(self) -> str:
-        return "GPU"  # blocker 2: verl's resource pool asks for GPUs; platform=cpu gives Ray logical ones
-
-    def ray_resource_options(self, num_gpus: float) -> dict[str, Any]:
-        return {"num_gpus": num_gpus}
-
-    def ray_noset_envvars(self) -> list[str]:
-        return []
-
-    def is_ipc_supported(self) -> bool:
-        return False
-
-    def rollout_env_vars(self) -> dict[str, str]:
-        return {}
-
-    def get_collective_module(self) -> Any:
-        return None
-
-    @contextlib.contextmanager
-    def nvtx_range(self, msg: str):
-        yield
-
-    def profiler_start(self) -> None:
-        return None
-
-    def profiler_stop(self) -> None:
-        return None
-
-    def cudart(self) -> Any:
-        return None
+from recipes.platforms import cpu_device  # noqa: E402, F401  verl's platform "cpu", registered on import
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
@@ -203,8 +52,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
     several hooks on one module run in the order listed. A registration is thus made when the
     process imports the registry it goes into, and a process that uses none (a TransferQueue or
     storage actor, a test interpreter) does not import verl's trainer, agent loop and workers for
-    it: `import verl` with VERL_PLATFORM=cpu takes 4.5 s on 2 cores, as without the plugin, against
-    9.1 s when every registration was made up front."""
+    it: loading this plugin imports none of them, so `import verl` costs what it costs without it."""
 
     def __init__(self, hooks: list[tuple[str, Callable[[], object]]]) -> None:
         self.hooks: dict[str, list[Callable[[], object]]] = {}
@@ -248,25 +96,23 @@ def _importer(module: str) -> Callable[[], object]:
     return lambda: importlib.import_module(module)
 
 
-# (verl's module, what to do once a process has imported it): our registrations, a module that
-# registers with verl at import (docs/adding_a_method.md) ...
+# (verl's module, what to do once a process has imported it): our registrations, each a module that
+# registers with verl at import, the methods' read from their declarations ...
 AFTER_IMPORT: list[tuple[str, Callable[[], object]]] = [
     ("verl.experimental.agent_loop", _importer("recipes.extensions.agent_loop")),  # the agent loop registry
     (
         "verl.experimental.reward_loop.reward_manager",
         _importer("recipes.extensions.reward_manager"),
     ),  # reward managers
-    ("verl.trainer.ppo.core_algos", _importer("recipes.methods.cw_grpo")),  # policy losses
+    *((verl_module, _importer(ours)) for verl_module, ours in manifest.wiring()),  # losses, estimators
     ("verl.trainer.ppo.v1", _importer("recipes.extensions.trainer")),  # trainers
 ]
 from recipes.extensions import on_policy  # noqa: E402  ... a fix of verl's weight sync, the on-policy loss
 from recipes.platforms import hf_rollout, weight_sync  # noqa: E402
+from recipes.platforms.registry import in_process  # noqa: E402
 
 AFTER_IMPORT += [*weight_sync.PATCHES.items(), *on_policy.PATCHES.items(), *hf_rollout.PATCHES.items()]
-if os.environ.get("VERL_PLATFORM") == "cpu":  # ... and the CPU patches
-    from recipes.platforms.cpu import PATCHES
-
-    AFTER_IMPORT += PATCHES.items()
+AFTER_IMPORT += in_process().patches.items()  # ... and the platform's (VERL_PLATFORM=cpu: the CPU patches)
 from recipes.platforms import memory_probe  # noqa: E402
 
 if memory_probe.enabled():  # ... and, in a measuring run, the memory of each phase
@@ -286,8 +132,9 @@ class SeamError(RuntimeError):
 
 
 def check_verl_seam() -> None:
-    """verl loads this plugin at DEBUG level and hides its import errors: say in one sentence,
-    before Ray starts, if verl's version or any of our registrations is wrong."""
+    """verl loads this plugin at DEBUG level and hides its import errors: say in one sentence, before
+    Ray starts, if verl's version or any of our registrations that are not a method's is wrong.
+    (The methods' names are checked where they could be missing: `check_method_names`.)"""
     import verl
 
     if verl.__version__ != VERL_VERSION:
@@ -295,32 +142,53 @@ def check_verl_seam() -> None:
             f"verl {verl.__version__} is installed; this project extends verl {VERL_VERSION} "
             f"(pip install verl=={VERL_VERSION}, or `make setup`)"
         )
+    missing = [name for name, ok in _ours_registered().items() if not ok]
+    if missing:
+        raise SeamError(
+            f"verl {verl.__version__} did not register our {', '.join(missing)}: "
+            "is this package installed (pip install -e .) so verl finds its `verl.plugins` entry point?"
+        )
+
+
+def check_method_names(expected: list[tuple[str, str, str]] | None = None) -> None:
+    """Every name a method registers with verl is in verl's registry once this process has imported
+    the verl module that holds it, said in one sentence. `expected`: (verl registry, name, method)
+    triples (default: the declarations, recipes/methods/manifest.py). Meant for a fresh interpreter
+    that has imported nothing but verl, as a Ray worker (recipes/verl_seam.py): a process
+    that imported the registry of methods has every method's names whatever the plugin does."""
+    absent, modules = [], []
+    for registry, name, method in manifest.expected_names() if expected is None else expected:
+        where = manifest.VERL_REGISTRIES[registry]
+        if name not in getattr(importlib.import_module(where.module), where.attribute):
+            absent.append(f"{where.what} {name!r} of method {method}")
+            modules += [where.module] if where.module not in modules else []
+    if absent:
+        raise SeamError(
+            f"a verl process that imports {', '.join(modules)} does not get the {', '.join(absent)}: our plugin "
+            "imports a method's module there only for what recipes/methods/manifest.py declares it registers "
+            "(`registers`), and the module must register those names when imported (docs/adding_a_method.md)"
+        )
+
+
+def _ours_registered() -> dict[str, bool]:
+    """Each registration of ours that is not a method's: whether this process has it."""
     from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
     from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
-    from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY
     from verl.trainer.ppo.v1 import get_trainer_cls
     from verl.workers.rollout.base import _ROLLOUT_REGISTRY
     from verl.workers.rollout.replica import RolloutReplicaRegistry
 
     from recipes.extensions.agent_loop import AGENT_NAME
-    from recipes.methods.cw_grpo import LOSSES
 
     try:
         get_trainer_cls("recipes_sync")
         has_trainer = True
     except Exception:  # noqa: BLE001 - any failure means it is not there
         has_trainer = False
-    registered = {
+    return {
         "reward manager 'math_pool'": "math_pool" in REWARD_MANAGER,
         f"agent loop {AGENT_NAME!r}": AGENT_NAME in _agent_loop_registry,
-        **{f"policy loss {name!r}": name in POLICY_LOSS_REGISTRY for name in LOSSES},
         "trainer 'recipes_sync'": has_trainer,
         f"rollout {hf_rollout.NAME!r}": hf_rollout.NAME in RolloutReplicaRegistry._registry
         and (hf_rollout.NAME, "async") in _ROLLOUT_REGISTRY,
     }
-    missing = [name for name, ok in registered.items() if not ok]
-    if missing:
-        raise SeamError(
-            f"verl {verl.__version__} did not register our {', '.join(missing)}: "
-            "is this package installed (pip install -e .) so verl finds its `verl.plugins` entry point?"
-        )

@@ -1,12 +1,15 @@
-"""What a method is: its description (`Method`), the trainer hooks it may add (`TrainerHooks`) and
-how it may change each rollout's prompt (`Prompt`, `Method.prompts`). The registry of methods, and
+"""What a method does: its behaviour (`Method`), the trainer hooks it may add (`TrainerHooks`) and
+how it may change each rollout's prompt (`Prompt`, `Method.prompts`). What each method is (role,
+module, verl registrations) is declared in recipes/methods/manifest.py; the registry of methods, and
 the lookups the hubs use, are in recipes/methods/registry.py."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from recipes.methods import manifest
 
 # a training row's dataloader pass, set by recipes/extensions/trainer.py on every batch it fetches
 EPOCH_KEY = "recipes_epoch"
@@ -70,7 +73,8 @@ class Samples:
 class Prompt:
     """One rollout session's prompt, as our agent loop (recipes/extensions/agent_loop.py) builds it: it starts
     as the row's question in the dataset's own prompt, and each active method's `prompts` hook may
-    change it, in the order the methods were listed."""
+    change it, in declaration order (recipes/methods/manifest.py), whatever order `method=[...]`
+    listed them in."""
 
     original: str  # the row's question (extra_info.question)
     question: str  # the question the generation prompt shows
@@ -88,14 +92,50 @@ class Prompt:
 PromptHook = Callable[[Prompt, dict, bool, int], None]
 
 
+# `configure(cfg, settings, explicit)` returns the keys an add-on sets after composition
+# (recipes/methods/configure.py): the verl keys its declaration `derives`, and, where the preset or
+# the command line set such a key itself (`explicit`: key -> where), the settings that key implies.
+Configure = Callable[[Any, Any, Mapping[str, str]], dict[str, Any]]
+COMMAND_LINE = "the command line"  # explicit's `where` for an override (else a preset's file)
+
+
+def decides(explicit: Mapping[str, str], key: str, settings: list[str]) -> str:
+    """Whether a derived `key` follows its `settings` ("settings"), or they follow the key because
+    the preset or the command line set the key itself, and more directly than any of them ("key"):
+    the command line over a preset, a preset over the defaults. "both": set at the same level, so
+    they must agree."""
+
+    def level(where: str | None) -> int:
+        return 0 if where is None else 2 if where == COMMAND_LINE else 1
+
+    ours, theirs = level(explicit.get(key)), max((level(explicit.get(s)) for s in settings), default=0)
+    return "settings" if ours < theirs or ours == 0 else "key" if ours > theirs else "both"
+
+
 @dataclass(frozen=True)
 class Method:
+    """What a method does: its settings, checks and hooks. What it is (its role, module, the names
+    it registers with verl, what it adds to a checkpoint) is its `Declaration` in
+    recipes/methods/manifest.py, under the same name."""
+
     name: str
-    summary: str  # one line, with its paper
-    baseline: bool = False  # sets the advantage and loss keys: a run has exactly one
     settings: type | None = None
     check: Callable[[Any, Any], None] | None = None
     check_data: Callable[[Any, Any, list[str]], None] | None = None
     hooks: Callable[[Any, Any], TrainerHooks] | None = None
     # changes each rollout's prompt in our agent loop (recipes/extensions/agent_loop.py)
     prompts: Callable[[Any, Any], PromptHook] | None = None
+    configure: Configure | None = None
+
+    @property
+    def declaration(self) -> manifest.Declaration:
+        return manifest.DECLARED[self.name]
+
+    @property
+    def summary(self) -> str:
+        return self.declaration.summary
+
+    @property
+    def baseline(self) -> bool:
+        """It sets the advantage and loss keys in its YAML: a run has exactly one."""
+        return self.declaration.baseline

@@ -6,10 +6,12 @@ Per valid response token (i, t), with M the response mask and N = sum(M):
     sigma = std of c over the valid tokens (population std)
     w_it  = exp(-c_it^2 / (2 sigma^2))
     w~_it = w_it * N / sum_valid(w)               (the loss keeps its expected scale)
-and the loss is verl's `vanilla` PPO-clip loss with w~ * A in place of A. The losses are registered
-under the names `cw_grpo[-seqlogp][-allpos][-grad]` (`actor_rollout_ref.actor.policy_loss.loss_mode`;
-all 8): `cw_grpo` is the paper's defaults, the suffixes the authors' code's choices (per-sequence
-log-prob mean, normalization over all positions, gradient through the weights).
+and the loss is verl's `vanilla` PPO-clip loss with w~ * A in place of A. The options are typed
+settings (`CWSettings`, `recipes.cw_grpo.*`): the paper's defaults, or the authors' code's choices
+(per-sequence log-prob mean, normalization over all positions, gradient through the weights).
+verl's policy-loss config takes a name and rejects keys it does not know, so each of the 8 option
+sets is a loss registered under its own name, `cw_grpo[-seqlogp][-allpos][-grad]`, and `configure`
+sets `actor_rollout_ref.actor.policy_loss.loss_mode` to the settings' name after composition.
 
 Guarantees: the statistics are those of one loss call (one micro-batch on one rank); padding and the
 order of samples in a call do not change the result; a degenerate call (all advantages equal, one
@@ -20,43 +22,68 @@ valid token, sigma = 0) gives w~ = 1, exactly the vanilla loss, never NaN. Metri
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
+from omegaconf import OmegaConf
 from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla, register_policy_loss
 
-from recipes.methods.base import Method
+from recipes.methods.base import Method, decides
+from recipes.settings import ConfigError, setting
 
 BASE = "cw_grpo"
 SUFFIXES = ("seqlogp", "allpos", "grad")
+LOSS_KEY = "actor_rollout_ref.actor.policy_loss.loss_mode"
 PERCENTS = (0.01, 1.0, 20.0, 40.0, 100.0)
 _EPS = 1e-12
+PAPER = "Wang et al. 2026, arXiv 2605.11538"
+CODE = "the authors' code: WangCheng0116/CW-GRPO@4d46a2c src/open_r1/trl/trainer/grpo_trainer.py, use_ours"
 
 
 @dataclass(frozen=True)
-class CWOptions:
-    logp_per_sequence: bool = False
-    all_positions: bool = False
-    grad_through_weights: bool = False
+class CWSettings:
+    logp_per_sequence: bool = setting(
+        False,
+        None,
+        "centre each token's log-prob on its own response's mean (over that response's valid tokens) "
+        "instead of the loss call's mean over all valid tokens (false: the paper)",
+        f"{PAPER}; true: {CODE}",
+    )
+    all_positions: bool = setting(
+        False,
+        None,
+        "normalize the weights over all B x T positions of the loss call, padding included (c = 0 "
+        "there, so weight 1), instead of over the valid tokens (false: the paper)",
+        f"{PAPER}; true: {CODE}",
+    )
+    grad_through_weights: bool = setting(
+        False,
+        None,
+        "let the gradient flow through the weights w~ instead of treating them as constants "
+        "(false: the paper)",
+        f"{PAPER}; true: {CODE}",
+    )
 
     @property
     def name(self) -> str:
+        """The loss registered for these options: cw_grpo[-seqlogp][-allpos][-grad]."""
         flags = (self.logp_per_sequence, self.all_positions, self.grad_through_weights)
         return "-".join([BASE, *(s for s, on in zip(SUFFIXES, flags, strict=True) if on)])
 
 
-def parse_name(name: str) -> CWOptions:
+def parse_name(name: str) -> CWSettings:
     """The options of a loss name (`cw_grpo[-seqlogp][-allpos][-grad]`); ValueError otherwise."""
     parts = name.split("-")
     rest = parts[1:]
     if parts[0] != BASE or rest != [s for s in SUFFIXES if s in rest] or len(set(rest)) != len(rest):
         raise ValueError(f"{name!r} is not a CW-GRPO loss name: cw_grpo[-seqlogp][-allpos][-grad]")
-    return CWOptions(*(s in rest for s in SUFFIXES))
+    return CWSettings(*(s in rest for s in SUFFIXES))
 
 
 def cw_weights(
-    log_prob: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, opts: CWOptions = CWOptions()
+    log_prob: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, opts: CWSettings = CWSettings()
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(w~, c, sigma) of one loss call (module doc). At padding positions c is 0, so w is 1 and w~
     is the normalizer N / sum_valid(w) >= 1 (the loss masks them anyway)."""
@@ -145,7 +172,7 @@ def cw_metrics(
     return {f"cw_grpo/{k}": v for k, v in zip(names, numbers, strict=True)}
 
 
-def make_loss(opts: CWOptions):
+def make_loss(opts: CWSettings):
     def compute_policy_loss_cw_grpo(
         old_log_prob: torch.Tensor,
         log_prob: torch.Tensor,
@@ -175,28 +202,42 @@ def make_loss(opts: CWOptions):
     return compute_policy_loss_cw_grpo
 
 
-ALL_OPTIONS = [CWOptions(*flags) for flags in itertools.product((False, True), repeat=3)]
+ALL_OPTIONS = [CWSettings(*flags) for flags in itertools.product((False, True), repeat=3)]
 LOSSES = {opts.name: register_policy_loss(opts.name)(make_loss(opts)) for opts in ALL_OPTIONS}
 
 
-def check(cfg, _settings) -> None:
-    """The actor's loss is one of the CW-GRPO losses above."""
-    from omegaconf import OmegaConf
-
-    from recipes.settings import ConfigError
-
-    mode = OmegaConf.select(cfg, "actor_rollout_ref.actor.policy_loss.loss_mode")
+def configure(cfg, cw: CWSettings, explicit: Mapping[str, str]) -> dict[str, Any]:
+    """The loss of the settings. A CW-GRPO loss name that the preset or the command line gives
+    itself, more directly than the settings (base.py `decides`), sets the settings instead: the
+    string grammar before the settings, accepted for one release (docs/methods.md#cw-grpo). Any
+    other loss is refused, since the method is its loss."""
+    keys = [f"recipes.cw_grpo.{f.name}" for f in fields(CWSettings)]
+    rule = decides(explicit, LOSS_KEY, keys)
+    if rule == "settings":
+        return {LOSS_KEY: cw.name}
+    given = str(OmegaConf.select(cfg, LOSS_KEY))
     try:
-        parse_name(str(mode))
+        opts = parse_name(given)
     except ValueError:
         raise ConfigError(
-            f"actor_rollout_ref.actor.policy_loss.loss_mode={mode}: method cw_grpo needs a CW-GRPO loss, "
-            "cw_grpo[-seqlogp][-allpos][-grad]."
+            f"{LOSS_KEY}={given} ({explicit[LOSS_KEY]}): method cw_grpo needs its own loss, which it sets "
+            "from recipes.cw_grpo.{logp_per_sequence,all_positions,grad_through_weights}; drop the override."
         ) from None
+    if rule == "both" and opts != cw:
+        raise ConfigError(
+            f"{LOSS_KEY}={given} ({explicit[LOSS_KEY]}) contradicts the recipes.cw_grpo settings, which "
+            f"name the loss {cw.name}: set the settings alone."
+        )
+    return {key: getattr(opts, key.rsplit(".", 1)[1]) for key in keys}
 
 
-METHOD = Method(
-    "cw_grpo",
-    "CW-GRPO (Wang et al. 2026, arXiv 2605.11538): covariance-aware Gaussian reweighting of token advantages",
-    check=check,
-)
+def check(cfg, cw: CWSettings) -> None:
+    """The actor's loss is the settings' CW-GRPO loss (configure sets it)."""
+    mode = OmegaConf.select(cfg, LOSS_KEY)
+    if mode != cw.name:
+        raise ConfigError(
+            f"{LOSS_KEY}={mode}: method cw_grpo with these recipes.cw_grpo settings runs the loss {cw.name}."
+        )
+
+
+METHOD = Method("cw_grpo", settings=CWSettings, check=check, configure=configure)

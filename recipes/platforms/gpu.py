@@ -188,6 +188,17 @@ def check_driver(driver: str | None, cuda: str | None) -> str:
     return f"driver: NVIDIA {driver} (R{need}+ needed for CUDA {cuda}): ok"
 
 
+def preflight(cfg: DictConfig) -> list[str]:
+    """platform=gpu in the driver before Ray starts (recipes.train, through the platform registry):
+    the actor's attention, then the NVIDIA driver against torch's CUDA; the lines the console says."""
+    notes = [resolve_attention(cfg)]
+    driver = driver_version()
+    # a driver process off the GPU nodes (RAY_ADDRESS): train.sbatch checks every node itself
+    if driver is not None or not os.environ.get("RAY_ADDRESS"):
+        notes.append(check_driver(driver, torch_cuda()))
+    return [n for n in notes if n]
+
+
 # ------------------------------------------------------------------------------------ offline
 def env_true(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in _TRUE
