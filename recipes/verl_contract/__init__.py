@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import re
-import sys
 from pathlib import Path
 
 from recipes.verl_contract.source import Found, Sources, calls, parameters, text
@@ -203,12 +202,18 @@ def _assumes(use: Use) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if argv == ["--markdown"]:
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="python -m recipes.verl_contract",
+        description="Check every verl and vLLM symbol this project overrides, patches or calls privately against "
+        "the installed sources (docs/verl_contract.md): one line per symbol that moved, then `ok` or a count.",
+        epilog="exit status: 0 nothing moved; 1 something moved or is not in the contract; 2 a bad option",
+    )
+    p.add_argument("--markdown", action="store_true", help="print docs/verl_contract.md instead")
+    if p.parse_args(argv).markdown:
         print(markdown(), end="")
         return 0
-    if argv:
-        print("usage: python -m recipes.verl_contract [--markdown]", file=sys.stderr)
-        return 2
     sources = Sources()
     moved = problems(sources) + [f"not in the contract: {line}" for line in unlisted(sources)]
     for line in moved:
