@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from eval.grading import LETTERS, choice_letter
-from grader.extract import last_boxed
+from rewards.extract import last_boxed
 
 Kind = Literal["math", "choice"]
 QUESTION_COLUMNS = ("problem", "question", "Question")

@@ -1,6 +1,6 @@
 """Grading of evaluation responses: math answers with the project's grader, choices by letter.
 
-Math (every benchmark but GPQA): `grader.grade.Grader.grade_batch` in mode `boxed` by default
+Math (every benchmark but GPQA): `rewards.grade.Grader.grade_batch` in mode `boxed` by default
 (only the last `\\boxed{}` counts, as the papers' evaluation did) or `lenient` (then "the answer
 is ...", then the last number); equivalence by math-verify in killable worker processes.
 
@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from grader.extract import Mode, boxed_answer, cut_at_stop, last_boxed, to_text
+from rewards.extract import Mode, boxed_answer, cut_at_stop, last_boxed, to_text
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _WRAPPER_RE = re.compile(r"\\(?:text|textbf|mathrm|mathbf|textrm)\s*\{([^{}]*)\}")
@@ -81,7 +81,7 @@ def grade_responses(
     kind: str, responses: Sequence[str], questions: Sequence, mode: Mode, grader
 ) -> list[dict]:
     """Grade `responses[i]` against `questions[i]` (eval.benchmarks.Question) of a benchmark of
-    `kind` ("math" or "choice"); `grader` is a grader.grade.Grader (used for math only)."""
+    `kind` ("math" or "choice"); `grader` is a rewards.grade.Grader (used for math only)."""
     if len(responses) != len(questions):
         raise ValueError(f"{len(responses)} responses for {len(questions)} questions")
     if kind == "choice":

@@ -55,7 +55,7 @@ class PromptFormat:
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
-# The prompts of the protocols that prompt_templates/ does not have (eval.run's --template takes
+# The prompts of the protocols that prompt_aug/ does not have (eval.run's --template takes
 # these names too). Texts copied character for character from the files named.
 PROMPTS: dict[str, PromptFormat] = {
     "lighteval-math": PromptFormat(
@@ -105,7 +105,7 @@ class Protocol:
     name: str
     paper: str
     benchmarks: tuple[str, ...]  # eval/benchmarks.py names, in the paper's table order
-    template: str  # prompt_templates/ name, or a PROMPTS name
+    template: str  # prompt_aug/ name, or a PROMPTS name
     decoding: str  # greedy | sample
     runs: int  # greedy repeats R, or samples per question n
     ks: tuple[int, ...]  # pass@k reported (sampling)

@@ -50,7 +50,7 @@ from eval.results import (
 )
 from eval.weights import BadWeights, check_weights
 
-TEMPLATES_EXTRA = ("none", "raw", *protocols.PROMPTS)  # besides the 13 of prompt_templates
+TEMPLATES_EXTRA = ("none", "raw", *protocols.PROMPTS)  # besides the 13 of prompt_aug
 # What an option means when neither it nor a --protocol sets it: the prompt-augmentation paper's
 # evaluation (protocols.PROTOCOLS["prompt_aug"], a test keeps them equal), and for sampling the
 # values TA-GRPO's pass@k used before protocols existed.
@@ -85,7 +85,7 @@ def render_prompt(template: str, problem: str, tokenizer) -> str:
     if template == "none":
         messages = [{"role": "user", "content": problem}]
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    from prompt_templates.templates import render
+    from prompt_aug.templates import render
 
     return render(template, problem, tokenizer)
 
@@ -101,9 +101,9 @@ def prompt_token_ids(template: str, problem: str, tokenizer) -> list[int]:
 
 
 def check_template(name: str) -> None:
-    from prompt_templates import templates
+    from prompt_aug import templates
 
-    # other papers' fixed training prompts (prompt_templates' PAPER_TEMPLATES) render the same way
+    # other papers' fixed training prompts (prompt_aug' PAPER_TEMPLATES) render the same way
     known = [*templates.TEMPLATES, *getattr(templates, "PAPER_TEMPLATES", {}), *TEMPLATES_EXTRA]
     if name not in known:
         raise EvalError(f"unknown template {name!r}; choose one of {', '.join(known)}")
@@ -196,7 +196,7 @@ class EvalRequest:
     _: KW_ONLY
     data_dir: str | os.PathLike | None = None  # read DIR/<name>.jsonl instead of the HF hub
     limit: int | None = None  # only the first N questions of each benchmark
-    template: str = "qwen-math"  # prompt_templates, `none`, `raw` or a protocol's prompt (render_prompt)
+    template: str = "qwen-math"  # prompt_aug, `none`, `raw` or a protocol's prompt (render_prompt)
     decoding: Decoding | None = None  # greedy or sampling settings (None: Decoding(), greedy)
     runs: int | None = None  # greedy repeats R (None: 5) or samples per question n (None: 32)
     ks: Sequence[int] = ()  # report pass@k for these k; sampling only, each in 1..runs
@@ -209,7 +209,7 @@ class EvalRequest:
     gpu_memory_utilization: float = 0.9  # vllm on a GPU: share of GPU memory
     kv_cache_memory_bytes: int | None = None  # vllm: KV cache size in bytes (None: 512M on a CPU)
     max_num_batched_tokens: int | None = None  # vllm: tokens per engine step (None: 1024 on a CPU)
-    grader: Any = None  # grades math answers (None: grader.grade.get_grader() when a benchmark is math)
+    grader: Any = None  # grades math answers (None: rewards.grade.get_grader() when a benchmark is math)
     progress: bool = True  # show a progress bar while generating
     quiet: bool = False  # print nothing (neither the counts nor the table)
     protocol: str | None = None  # the paper protocol the settings come from (a label; eval_kwargs applies it)
@@ -413,7 +413,7 @@ def _generate_with(engine: Backend, req: EvalRequest, plan: SamplePlan) -> int:
     store as it finishes (an interruption loses at most one chunk)."""
     grader = req.grader
     if grader is None and any(b.kind == "math" for b in plan.benches):
-        from grader.grade import get_grader
+        from rewards.grade import get_grader
 
         grader = get_grader()
     by_name = {b.name: b for b in plan.benches}
@@ -635,7 +635,7 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--template",
-        help="prompt template: any of `python -m prompt_templates.templates list`, `none` (question as the "
+        help="prompt template: any of `python -m prompt_aug.templates list`, `none` (question as the "
         f"user turn), `raw` (no chat template), or a protocol's prompt ({', '.join(protocols.PROMPTS)}). "
         "Default qwen-math, as the prompt-augmentation paper evaluated",
     )

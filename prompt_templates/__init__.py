@@ -1,8 +1,16 @@
-"""Prompt augmentation (Lu, Huang, Balestriero 2026, arXiv 2602.03190; docs/methods.md#prompt-augmentation).
+"""The old name of `prompt_aug`, kept for one release (it goes in the next): import `prompt_aug` instead."""
 
-  templates.py   the 13 templates and format rules (data in templates.json), rendering, CLI
-  sampling.py    which template each rollout gets: a pure function of (seed, epoch, row, rollout)
+import warnings
 
-The agent loop that applies them in training is recipes/extensions/agent_loop.py; the training reward
-(recipes/methods/reward.py) adds the template's format score to accuracy.
-"""
+import prompt_aug
+from prompt_aug import *  # noqa: F403
+
+warnings.warn(
+    "prompt_templates is now prompt_aug; the old name goes in the next release",
+    DeprecationWarning,
+    stacklevel=2,
+)
+
+
+def __getattr__(name: str):
+    return getattr(prompt_aug, name)

@@ -361,11 +361,11 @@ def validate(cfg: DictConfig) -> None:
             )
     _check_methods(cfg)
     from recipes import checkpoints
-    from recipes.methods import reward
+    from rewards import training
 
     checkpoints.check(cfg)
 
-    reward.settings(cfg)  # the reward's settings (types, ranges, the overlong buffer)
+    training.settings(cfg)  # the reward's settings (types, ranges, the overlong buffer)
 
     n = int(select(cfg, "actor_rollout_ref.rollout.n"))
     if n < 2:

@@ -96,10 +96,10 @@ WHEELS: dict[str, tuple[str, str]] = {
     "starlette": ("1.10.0", "fastapi"),
     "uvicorn": ("0.54.0", "verl.workers.rollout.utils"),
     "cachetools": ("8.0.2", "verl.workers.rollout.router (via verl.workers.rollout.llm_server)"),
-    # the grader (grader.grade, via recipes.methods.reward)
-    "math-verify": ("0.9.0", "grader._mathverify"),
+    # the grader (rewards.grade, via rewards.training)
+    "math-verify": ("0.9.0", "rewards._mathverify"),
     "latex2sympy2_extended": ("1.11.0", "math_verify"),
-    "Pebble": ("5.2.3", "grader.grade: process pool with per-task time limits"),
+    "Pebble": ("5.2.3", "rewards.grade: process pool with per-task time limits"),
     # Ray's own imports (Ray itself travels as ray.tar.xz, see RAY_DROP)
     "jsonschema": ("4.26.0", "ray._private.runtime_env.plugin_schema_manager (`import ray`)"),
     "jsonschema-specifications": ("2025.9.1", "jsonschema"),

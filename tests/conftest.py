@@ -15,8 +15,8 @@ from types import SimpleNamespace
 import pytest
 from script_module import load_script  # tests/script_module.py
 
-from grader.grade import Grader
 from recipes.platforms.cpu_vllm import carries, held_open, shm_files
+from rewards.grade import Grader
 
 REPO = Path(__file__).resolve().parent.parent
 

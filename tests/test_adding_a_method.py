@@ -91,7 +91,7 @@ print("cw_grpo:", " ".join(sorted(cw_grpo.LOSSES)))
 def test_the_guides_examples_register_and_every_other_method_still_does(tmp_path):
     root = tmp_path / "project"
     ignore = shutil.ignore_patterns("__pycache__")
-    for folder in ("recipes", "grader", "prompt_templates", "eval", "configs"):
+    for folder in ("recipes", "rewards", "prompt_aug", "eval", "configs"):
         shutil.copytree(REPO / folder, root / folder, ignore=ignore)
     follow_the_guide(root)
     proc = subprocess.run(

@@ -2,7 +2,7 @@
 traceback, and a bad argument is one line and exit 2 (0 ok, 1 the work failed at run time, 2 bad
 input, 3 only where a tool's --help documents it). The programs are found in the tree, so a new
 one is covered without being listed: each `python -m` package or module of recipes/, eval/,
-grader/ and prompt_templates/ with a main, each scripts/ file with one, and pyproject's console
+rewards/ and prompt_aug/ with a main, each scripts/ file with one, and pyproject's console
 scripts."""
 
 import os
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("recipes", "eval", "grader", "prompt_templates")
+PACKAGES = ("recipes", "eval", "rewards", "prompt_aug")
 MAIN = re.compile(r'^if __name__ == "__main__":', re.M)
 
 

@@ -135,11 +135,11 @@ def test_the_full_300_step_run_the_yaml_names_is_the_authors_schedule():
 
 
 def test_every_prompt_is_the_authors_system_prompt_and_format_counts_as_much_as_accuracy(cfgs):
-    from prompt_templates import templates as T
+    from prompt_aug import templates as T
     from recipes.methods import registry
     from recipes.methods.base import Prompt
     from recipes.methods.prompt_aug import PromptAugPrompts
-    from recipes.methods.reward import training_reward
+    from rewards.training import training_reward
 
     t = T.get("cw-grpo")
     assert (t.system, t.user_suffix, t.assistant_prefix) == (AUTHORS_SYSTEM_PROMPT, "", "")

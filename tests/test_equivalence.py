@@ -125,8 +125,8 @@ def test_numeric_fast_path_agrees_with_math_verify():
     import random
     from fractions import Fraction
 
-    from grader import _mathverify
-    from grader.grade import _numeric_verdict
+    from rewards import _mathverify
+    from rewards.grade import _numeric_verdict
 
     rng = random.Random(0)
     checked = 0
@@ -150,7 +150,7 @@ def test_numeric_fast_path_agrees_with_math_verify():
 
 @pytest.mark.parametrize("pred,golds", [("2", ("\\sqrt{4}",)), ("x", ("1",)), ("1,000", ("1000",))])
 def test_numeric_fast_path_defers_to_math_verify(grader, pred, golds):
-    from grader.grade import _numeric_verdict
+    from rewards.grade import _numeric_verdict
 
     assert _numeric_verdict(pred, golds) is None
     assert grader.grade(f"\\boxed{{{pred}}}", list(golds))["acc"] == float(pred != "x")
@@ -165,7 +165,7 @@ def test_numeric_fast_path_defers_to_math_verify(grader, pred, golds):
     ],
 )
 def test_whitespace_insensitive_match(grader, pred, gold, acc):
-    from grader.grade import _squeeze
+    from rewards.grade import _squeeze
 
     assert grader.grade(f"\\boxed{{{pred}}}", gold)["acc"] == acc
     assert _squeeze(" ( 1 , 2 ] ") == "(1,2]"

@@ -269,7 +269,7 @@ def test_recipes_train_refuses_an_unknown_eval_protocol_before_ray():
 
 def test_the_protocols_name_only_what_eval_knows_and_the_docs_show_the_table():
     from eval.benchmarks import SPECS
-    from prompt_templates import templates
+    from prompt_aug import templates
     from recipes.tools.data.schema import INSTRUCTION
 
     taken = {*templates.TEMPLATES, *getattr(templates, "PAPER_TEMPLATES", {}), "none", "raw"}

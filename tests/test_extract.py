@@ -1,8 +1,8 @@
-"""Answer extraction and ground-truth normalization (grader.extract): each rule on its own."""
+"""Answer extraction and ground-truth normalization (rewards.extract): each rule on its own."""
 
 import pytest
 
-from grader.extract import (
+from rewards.extract import (
     MAX_BOXED_CHARS,
     Extraction,
     check_ground_truth,

@@ -12,7 +12,7 @@ from recipes.platforms import registry as platforms
 from recipes.settings import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("grader", "prompt_templates", "recipes", "eval")
+PACKAGES = ("rewards", "prompt_aug", "recipes", "eval")
 # the keys that name the platform; read only in recipes/platforms/ (the registry and its platforms)
 KEYS = (platforms.KEY, "VERL_PLATFORM")
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from prompt_templates import templates as T
-from prompt_templates.sampling import TemplateSampler, make_sampler
-from prompt_templates.templates import TemplateError
+from prompt_aug import templates as T
+from prompt_aug.sampling import TemplateSampler, make_sampler
+from prompt_aug.templates import TemplateError
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = json.loads((Path(__file__).parent / "fixtures" / "prompt_aug_reference.json").read_text())[
@@ -174,7 +174,7 @@ def test_template_without_checks_always_earns_one(name):
 
 
 def test_training_reward_adds_weighted_format_score_to_accuracy(grader):
-    from recipes.methods.reward import training_reward
+    from rewards.training import training_reward
 
     def reward(response: str, weight: float = 1.0) -> dict:
         grade = grader.grade(response, "-4")
@@ -239,7 +239,7 @@ def test_epochs_and_seeds_change_the_draw():
 def test_choice_is_reproducible_in_a_fresh_interpreter():
     """A restarted run is a new process: it must draw exactly what this one draws."""
     code = (
-        "from prompt_templates.sampling import make_sampler\n"
+        "from prompt_aug.sampling import make_sampler\n"
         "s = make_sampler(sampling='per_rollout', seed=11, weights={'abel': 4})\n"
         "print(','.join(s.choose(e, r, k) for e in range(3) for r in range(20) for k in range(4)))\n"
     )
@@ -341,7 +341,7 @@ def test_template_metrics_by_hand():
 # ---------------------------------------------------------------------------------- CLI
 def _cli(*args):
     return subprocess.run(
-        [sys.executable, "-m", "prompt_templates.templates", *args], cwd=REPO, capture_output=True, text=True
+        [sys.executable, "-m", "prompt_aug.templates", *args], cwd=REPO, capture_output=True, text=True
     )
 
 

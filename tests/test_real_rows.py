@@ -17,10 +17,10 @@ import pytest
 from eval import benchmarks as bm
 from eval.grading import grade_responses
 from eval.run import render_prompt
-from grader.extract import normalize_ground_truth
-from prompt_templates.templates import render_chatml
+from prompt_aug.templates import render_chatml
 from recipes.tools.data.schema import INSTRUCTION, validate_rows
 from recipes.tools.data.sources import build_prepared
+from rewards.extract import normalize_ground_truth
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real_rows"
 

@@ -858,7 +858,7 @@ def verify_once(server, candidate: str, answer: str, k: int) -> tuple[int, int]:
     """rp.verify against the server: (solutions graded right, HTTP requests)."""
     import asyncio
 
-    from grader.grade import Grader
+    from rewards.grade import Grader
 
     async def go():
         client = rp.Client(server.base_url, "test-model", None, 0.8, 5.0, 0, 1)

@@ -1,11 +1,11 @@
-"""The training reward (recipes/methods/reward.py) from its parts: a format rule (prompt_templates/templates.py),
+"""The training reward (rewards/training.py) from its parts: a format rule (prompt_aug/templates.py),
 DAPO's overlong penalty and the grader's statuses; hand-computed values."""
 
 import pytest
 
-from prompt_templates.templates import FormatRule
-from recipes.methods.reward import RewardSettings, overlong_penalty, settings, training_reward
+from prompt_aug.templates import FormatRule
 from recipes.settings import ConfigError
+from rewards.training import RewardSettings, overlong_penalty, settings, training_reward
 
 TAGS = FormatRule((("<think>", 0.25), ("</think>", 0.25), ("<answer>", 0.25), ("</answer>", 0.25)))
 

@@ -142,12 +142,18 @@ def _method_references(tree, names: list[str]) -> list[str]:
         and isinstance(node.body[0].value, ast.Constant)
     }
     named = "|".join(names)
-    module = re.compile(rf"(recipes\.methods\.)?({named})(_\w+)?(\.[\w.]+)?")  # prorl, prorl_triggers
+    # a method's module, prorl or prorl_triggers; the top-level package prompt_aug (the templates, a
+    # room below the methods) is not the method recipes.methods.prompt_aug
+    module = re.compile(rf"recipes\.methods\.({named})(_\w+)?(\.[\w.]+)?")
     pattern = re.compile(rf"(recipes\.(methods\.)?)?({named})(\.[\w.]+)?")  # not a preset's name
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
-            found += [f"import {node.module}.{a.name}" for a in node.names if module.fullmatch(a.name)]
+            found += [
+                f"import {node.module}.{a.name}"
+                for a in node.names
+                if module.fullmatch(f"{node.module}.{a.name}")
+            ]
             found += [f"import {node.module}"] if module.fullmatch(node.module) else []
         elif isinstance(node, ast.Import):
             found += [f"import {a.name}" for a in node.names if module.fullmatch(a.name)]
@@ -192,6 +198,8 @@ def test_no_module_outside_methods_names_a_method():
     seen = "import recipes.methods.cw_grpo\nfrom recipes.methods import prorl_triggers\nx.ta_grpo\n"
     seen += "'prorl' in m\nf(cfg, 'recipes.prompt_aug.seed')\n'a sentence naming prorl'\n'ta_grpo_math'\n"
     assert len(_method_references(ast.parse(seen), names)) == 5
+    library = "import prompt_aug.templates\nfrom prompt_aug.sampling import make_sampler\nfrom prompt_aug import PAPER\n"
+    assert _method_references(ast.parse(library), names) == []  # the templates' package is not the method
 
 
 def test_only_baselines_set_verl_keys_in_their_yaml():
@@ -240,17 +248,17 @@ def test_settings_doc_is_current():
 
 
 # ------------------------------------------------------------------------------ layering
-PACKAGES = ("grader", "prompt_templates", "recipes", "eval")
+PACKAGES = ("rewards", "prompt_aug", "recipes", "eval")
 GROUND = ("recipes", "recipes.settings", "recipes.files", "recipes.checkpoints")
 # each room, and the rooms (and verl) it may import: imports run downwards only (docs/layout.md)
 ALLOWED = {
-    "grader": set(),
-    "prompt_templates": set(),
+    "rewards": {"ground", "prompt_aug"},  # the training reward's settings; the grader imports neither
+    "prompt_aug": set(),
     "ground": set(),
     "platforms": {"ground", "verl"},
-    "tools": {"ground", "platforms", "grader", "prompt_templates", "verl"},
-    "methods": {"ground", "platforms", "grader", "prompt_templates", "verl"},
-    "extensions": {"ground", "platforms", "methods", "grader", "prompt_templates", "verl"},
+    "tools": {"ground", "platforms", "rewards", "prompt_aug", "verl"},
+    "methods": {"ground", "platforms", "rewards", "prompt_aug", "verl"},
+    "extensions": {"ground", "platforms", "methods", "rewards", "prompt_aug", "verl"},
     "entry": {
         "ground",
         "platforms",
@@ -258,11 +266,11 @@ ALLOWED = {
         "methods",
         "extensions",
         "eval",
-        "grader",
-        "prompt_templates",
+        "rewards",
+        "prompt_aug",
         "verl",
     },
-    "eval": {"ground", "platforms", "grader", "prompt_templates", "verl"},
+    "eval": {"ground", "platforms", "rewards", "prompt_aug", "verl"},
 }
 
 
@@ -355,3 +363,54 @@ def test_no_import_cycles():
 
     for node in sorted(graph):
         visit(node)
+
+
+def test_the_old_package_names_import_the_new_modules_for_one_release_with_a_warning():
+    """`grader`, `prompt_templates` and `recipes.methods.reward` moved (to `rewards`, `prompt_aug`,
+    `rewards.training`); for one release the old names give the same module objects (one grading
+    pool, one template table), each with a DeprecationWarning, and the old command still runs."""
+    import subprocess
+    import sys
+
+    code = """
+import warnings
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as seen:
+    import grader, grader.extract, grader.grade, prompt_templates.templates, prompt_templates.sampling
+    import recipes.methods.reward
+    from grader import compute_score
+import rewards.extract, rewards.grade, rewards.training, prompt_aug.templates, prompt_aug.sampling
+assert grader.extract is rewards.extract and grader.grade is rewards.grade, "grader"
+assert prompt_templates.templates is prompt_aug.templates and prompt_templates.sampling is prompt_aug.sampling
+assert recipes.methods.reward is rewards.training and compute_score is rewards.grade.compute_score
+print(sorted({str(w.message).split()[0] for w in seen if w.category is DeprecationWarning}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[0] == str(
+        sorted(
+            [
+                "grader",
+                "grader.extract",
+                "grader.grade",
+                "prompt_templates",
+                "prompt_templates.templates",
+                "prompt_templates.sampling",
+                "recipes.methods.reward",
+            ]
+        )
+    )
+    old = subprocess.run(
+        [sys.executable, "-m", "prompt_templates.templates", "list"], capture_output=True, text=True, cwd=REPO
+    )
+    new = subprocess.run(
+        [sys.executable, "-m", "prompt_aug.templates", "list"], capture_output=True, text=True
+    )
+    assert (
+        old.returncode == new.returncode == 0
+        and old.stdout == new.stdout
+        and len(new.stdout.splitlines()) == 13
+    )
+    assert old.stderr.strip().splitlines()[-1] == (
+        "note: prompt_templates.templates is now prompt_aug.templates; the old name goes in the next release"
+    )

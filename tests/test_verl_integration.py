@@ -170,7 +170,7 @@ def test_compute_score_loads_as_verl_custom_reward_function():
         {
             "reward": {
                 "custom_reward_function": {
-                    "path": "pkg://grader.grade",
+                    "path": "pkg://rewards.grade",
                     "name": "compute_score",
                     "reward_kwargs": {"timeout_s": 2.0, "num_workers": 2},
                 }

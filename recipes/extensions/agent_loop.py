@@ -26,7 +26,7 @@ from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import register
 from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 
-from prompt_templates.templates import prompt_ids
+from prompt_aug.templates import prompt_ids
 from recipes.methods import registry
 from recipes.methods.base import EPOCH_KEY, Prompt
 from recipes.platforms import determinism

@@ -1,4 +1,4 @@
-"""verl's reward manager `math_pool`: the training reward (recipes/methods/reward.py) of every rollout.
+"""verl's reward manager `math_pool`: the training reward (rewards/training.py) of every rollout.
 
 Select it with `reward.reward_manager.name=math_pool` (configs/train.yaml does; verl loads it in
 every process through the `verl.plugins` entry point, recipes/extensions/plugins.py).
@@ -7,7 +7,7 @@ Why a manager and not only a reward function: verl's reward loop grades a chunk 
 `asyncio.gather` over `run_single`. The built-in managers run a blocking reward function in a
 thread each; this one awaits the grading pool's future instead, so a whole chunk is in the pool
 at once, the ground truth is parsed once per question, and no thread sits blocked on a hung
-sample. (`custom_reward_function.path=pkg://grader.grade` also works, for correctness alone.)
+sample. (`custom_reward_function.path=pkg://rewards.grade` also works, for correctness alone.)
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
-from grader.grade import get_grader
-from prompt_templates.templates import format_score
-from recipes.methods.reward import overlong_penalty, settings, training_reward
+from prompt_aug.templates import format_score
+from rewards.grade import get_grader
+from rewards.training import overlong_penalty, settings, training_reward
 
 
 @register("math_pool")

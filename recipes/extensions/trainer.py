@@ -4,7 +4,7 @@
    ...) to validation metrics only. Every training step here also logs:
      grader/acc            mean 0/1 correctness of the step's responses
      grader/format_score   mean format score of the responses' templates (0 without one)
-     grader/status/<s>     fraction of responses with status s (grader.grade.STATUSES: ok,
+     grader/status/<s>     fraction of responses with status s (rewards.grade.STATUSES: ok,
                            no_answer, box_too_long, timeout, error, bad_ground_truth, too_deep)
 2. Each active method's `TrainerHooks` (recipes/methods/base.py, recipes/methods/registry.py): before and
    after each step, after validations, before the advantage, the advantage groups, in
@@ -40,12 +40,12 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.debug import marked_timer
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
-from grader.grade import STATUSES
 from recipes.checkpoints import Retention, step_folder
 from recipes.extensions import on_policy
 from recipes.files import atomic_write_text
 from recipes.methods import registry
 from recipes.methods.base import EPOCH_KEY, Samples
+from rewards.grade import STATUSES
 
 STATE_FILE = "recipes_state.json"
 

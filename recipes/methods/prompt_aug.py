@@ -1,7 +1,7 @@
 """Prompt augmentation as a method of this project (Lu, Huang, Balestriero 2026, arXiv 2602.03190;
 docs/methods.md#prompt-augmentation): its settings, checks and trainer hooks. The templates and the
-seeded draw are the `prompt_templates` package; `PromptAugPrompts` picks each rollout's template, which the
-agent loop (recipes/extensions/agent_loop.py) puts around the question, and the reward (recipes/methods/reward.py) adds
+seeded draw are the `prompt_aug` package; `PromptAugPrompts` picks each rollout's template, which the
+agent loop (recipes/extensions/agent_loop.py) puts around the question, and the reward (rewards/training.py) adds
 the template's format score.
 
 Per-template metrics, every training step, for each template used in it:
@@ -19,12 +19,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from prompt_templates.sampling import TemplateSampler, make_sampler
-from prompt_templates.templates import TemplateError
+from prompt_aug import PAPER
+from prompt_aug.sampling import TemplateSampler, make_sampler
+from prompt_aug.templates import TemplateError
 from recipes.methods.base import EPOCH_KEY, Method, Prompt, Samples, TrainerHooks
 from recipes.settings import ConfigError, setting
-
-PAPER = "Lu, Huang, Balestriero 2026, arXiv 2602.03190"
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ class PromptAugSettings:
         "all",
         None,
         "'all' (the paper's 13), or a list of template and/or family names (deepseek, free-form, "
-        "reflection, explicit-cot); `python -m prompt_templates.templates list`",
+        "reflection, explicit-cot); `python -m prompt_aug.templates list`",
         PAPER + ", table 1",
     )
     weights: dict | None = setting(

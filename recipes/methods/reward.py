@@ -1,107 +1,13 @@
-"""The training reward, in one place: its settings and its formula.
+"""The old name of `rewards.training` (the training reward), kept for one release (it goes in the
+next): import `rewards.training` instead. Not a method: nothing registers it."""
 
-    score = acc + format_weight * format_score + overlong_penalty        (`training_reward`)
+import importlib
+import sys
+import warnings
 
-  acc               the grader's 0/1 correctness (grader/: math-verify in killable workers)
-  format_score      prompt augmentation: the format score of the rollout's template
-                    (prompt_templates/templates.py), 0 when the rollout had no template
-  overlong_penalty  DAPO's overlong reward shaping (Yu et al. 2025, eq. 13), 0 when off
-
-Its settings are verl's usual reward keyword arguments, `reward.custom_reward_function.reward_kwargs`
-(`RewardSettings` below; docs/settings.md), checked before Ray starts by `settings`. verl's reward
-manager that computes it for every rollout is `math_pool` (recipes/extensions/reward_manager.py).
-"""
-
-from __future__ import annotations
-
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Literal
-
-from omegaconf import OmegaConf
-
-from grader.grade import default_num_workers, default_timeout_s
-from recipes.methods.prompt_aug import PAPER as PROMPT_AUG
-from recipes.settings import ConfigError, load, setting
-
-SECTION = "reward.custom_reward_function.reward_kwargs"
-DAPO = "Yu et al. 2025 (DAPO), arXiv 2503.14476, sec. 3.4, eq. 13"
-
-
-@dataclass(frozen=True)
-class RewardSettings:
-    mode: Literal["lenient", "boxed"] = setting(
-        "lenient",
-        None,
-        "which answer counts: lenient = the last \\boxed{}, else 'the answer is ...', else the last number "
-        "(training, as the prompt-augmentation authors' reward); boxed = only a \\boxed{} answer (evaluation)",
-    )
-    timeout_s: float | None = setting(
-        None,
-        "in (0, 300]",
-        "time limit of one math-verify task (no setting removes it); null: 5 s or $RECIPES_GRADER_TIMEOUT_S",
-    )
-    num_workers: int | None = setting(
-        None,
-        "in [1, 256]",
-        "grading processes; null: $RECIPES_GRADER_WORKERS, else the cores, at least 4 and at most 8",
-    )
-    format_weight: float = setting(
-        1.0,
-        ">= 0",
-        "weight of the template's format score in the reward (prompt augmentation); 0 = the no-format "
-        "ablation. Responses shown no template earn no format score",
-        PROMPT_AUG,
-    )
-    overlong_buffer_len: int = setting(
-        0,
-        ">= 0",
-        "overlong reward shaping: a response longer than rollout.response_length minus this many "
-        "tokens loses reward linearly over them; 0 = off",
-        DAPO,
-    )
-    overlong_penalty_factor: float = setting(
-        1.0, ">= 0", "the penalty at the full response length (overlong reward shaping)", DAPO
-    )
-
-
-def settings(cfg) -> RewardSettings:
-    """The reward settings of a run's config; ConfigError names a bad key, type or range, or an
-    overlong buffer that does not fit in the response length."""
-    raw = OmegaConf.select(cfg, SECTION)
-    raw = OmegaConf.to_container(raw, resolve=True) if raw is not None else {}
-    s = load(RewardSettings, raw, SECTION)
-    try:  # what null leaves to the environment, checked before Ray: a worker would fail on it late
-        if s.timeout_s is None:
-            default_timeout_s()
-        if s.num_workers is None:
-            default_num_workers()
-    except ValueError as exc:
-        raise ConfigError(f"{exc} ({SECTION}.timeout_s and .num_workers override it).") from None
-    if s.overlong_buffer_len:
-        max_len = int(OmegaConf.select(cfg, "actor_rollout_ref.rollout.response_length"))
-        if not s.overlong_buffer_len < max_len:
-            raise ConfigError(
-                f"{SECTION}.overlong_buffer_len={s.overlong_buffer_len} must be in (0, "
-                f"actor_rollout_ref.rollout.response_length={max_len})."
-            )
-    return s
-
-
-def overlong_penalty(length: int, max_len: int, buffer_len: int, factor: float) -> float:
-    """DAPO eq. 13: 0 up to max_len - buffer_len tokens, then falling linearly to -factor at
-    max_len (buffer_len 0: no shaping)."""
-    if not buffer_len:
-        return 0.0
-    return min((max_len - buffer_len - length) / buffer_len * factor, 0.0)
-
-
-def training_reward(grade: Mapping, format_score: float, penalty: float, format_weight: float) -> dict:
-    """The reward of one response: the grader's result with the format score, the overlong
-    penalty and `score` = acc + format_weight * format_score + penalty."""
-    return {
-        **grade,
-        "format_score": float(format_score),
-        "overlong_penalty": float(penalty),
-        "score": float(grade["acc"]) + format_weight * format_score + penalty,
-    }
+warnings.warn(
+    "recipes.methods.reward is now rewards.training; the old name goes in the next release",
+    DeprecationWarning,
+    stacklevel=2,
+)
+sys.modules[__name__] = importlib.import_module("rewards.training")

@@ -23,8 +23,9 @@ from recipes.verl_contract.source import Found, Sources, calls, parameters, text
 from recipes.verl_contract.uses import USES, Use
 
 REPO = Path(__file__).resolve().parents[2]
-# our packages whose use of verl and vLLM the table covers (scripts/ and tests/ are not listed)
-PACKAGES = ("recipes", "eval", "grader", "prompt_templates")
+# our packages whose use of verl and vLLM the table covers: every top-level package (scripts/ and
+# tests/ are not packages)
+PACKAGES = tuple(sorted(p.parent.name for p in REPO.glob("*/__init__.py")))
 THEIRS = ("verl", "vllm")
 
 

@@ -123,8 +123,8 @@ def make_step(questions: int, per_question: int, seed: int = 0, hanging: int = 0
 
 CONTENDERS = [
     ("verl built-in `math_verify.compute_score`, 8 threads", "verl_builtin"),
-    ("ours `grader.compute_score`, 8 threads", "ours_threads"),
-    ("ours `grader.grade_batch`", "ours_batch"),
+    ("ours `rewards.compute_score`, 8 threads", "ours_threads"),
+    ("ours `rewards.grade_batch`", "ours_batch"),
 ]
 
 
@@ -140,7 +140,7 @@ def _run_child(contender: str, questions: int, steps: list[int], timeout_s: floa
         def grade_one(resp, gold):
             return float(builtin.compute_score(resp, gold))
     else:
-        from grader.grade import compute_score, get_grader
+        from rewards.grade import compute_score, get_grader
 
         get_grader(timeout_s=timeout_s)
 
@@ -173,7 +173,7 @@ def _grade_step(contender, grade_one, questions: int, hanging: int, timeout_s: f
 
     report(final=False)  # started: the parent's --cap for this step counts from here
     if contender == "ours_batch":
-        from grader.grade import get_grader
+        from rewards.grade import get_grader
 
         results = get_grader(timeout_s=timeout_s).grade_batch(responses, golds)
         latencies = [r["latency_s"] for r in results]

@@ -116,7 +116,7 @@ def correct_by_question(
 
 
 # ------------------------------------------------------------------ the second grading rule
-# Written apart from the project's grader (grader/), so that a gain that holds under only one rule
+# Written apart from the project's grader (rewards/), so that a gain that holds under only one rule
 # shows: the answer is the last number inside the last non-empty \boxed{...}, else the last number
 # of the response; correct when it equals the ground truth as a number.
 _BOXED = re.compile(r"\\boxed\s*\{")

@@ -6,7 +6,7 @@ For each of N (question, session) pairs it times, single-threaded, on the CPU:
   verl default   the prompt ids verl's single-turn agent loop builds for the dataset's prompt
                  (`apply_chat_template(messages, tokenize=True, add_generation_prompt=True)`, the
                  call inside its continuous-token builder): question + instruction as the user turn
-  ours           the template draw (TemplateSampler.choose) plus `prompt_templates.templates.prompt_ids`
+  ours           the template draw (TemplateSampler.choose) plus `prompt_aug.templates.prompt_ids`
                  for the drawn template (render through the chat template, then tokenize)
 and prints a table with the ratio. The tokenizer defaults to the tiny model's ChatML tokenizer
 (built in about a second, no files); `--tokenizer` takes any local HF tokenizer folder. Writes
@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from prompt_templates.sampling import make_sampler  # noqa: E402
-from prompt_templates.templates import prompt_ids  # noqa: E402
+from prompt_aug.sampling import make_sampler  # noqa: E402
+from prompt_aug.templates import prompt_ids  # noqa: E402
 from recipes.tools.data import INSTRUCTION, toy_arithmetic_pairs  # noqa: E402
 
 

@@ -12,10 +12,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from grader.extract import check_ground_truth
 from recipes.files import DATA_META_KEY as _META_KEY
 from recipes.files import atomic_write, cache_dir
 from recipes.files import read_meta as read_meta  # the data tools export it
+from rewards.extract import check_ground_truth
 
 INSTRUCTION = "\nPlease reason step by step, and put your final answer within \\boxed{}."
 """Appended to the question to make the user message (the standard Qwen-math prompt)."""

@@ -40,7 +40,7 @@ def _pair(question: Any, answer: Any) -> tuple[str, str] | None:
     if q is not None:  # never keep an instruction a source baked into its question
         q = _INSTRUCTION_TAIL.sub("", q).strip() or None
     if a is not None:  # an answer the grader refuses (`nan`, `$$`) could never be scored: drop the row
-        from grader.extract import check_ground_truth
+        from rewards.extract import check_ground_truth
 
         try:
             check_ground_truth(a)
@@ -96,7 +96,7 @@ def map_hendrycks_math(row: Mapping[str, Any]) -> tuple[str, str] | None:
     `\\boxed{}` of the solution. A question asking for all of several answers whose solution ends
     with one box per answer, joined only by punctuation and "and"/"or" (`$\\boxed{(-2,18)}$ and
     $\\boxed{(8,38)}$`), gets them all, joined by ", " (5 of the 7,500 train rows)."""
-    from grader.extract import last_boxed
+    from rewards.extract import last_boxed
 
     problem, solution = row.get("problem"), row.get("solution") or ""
     answer = last_boxed(solution)

@@ -116,7 +116,7 @@ async def run_requests(
 
     grader = None
     if verify_k:
-        from grader.grade import Grader
+        from rewards.grade import Grader
 
         grader = Grader()
     async with client:

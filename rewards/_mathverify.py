@@ -1,5 +1,5 @@
 """The part of grading that can hang: math-verify's parse and verify. Runs ONLY in the grading
-pool's worker processes (`grader.grade`), which are killed and replaced when a task exceeds its
+pool's worker processes (`rewards.grade`), which are killed and replaced when a task exceeds its
 time limit. Never call these functions in a trainer process.
 
 math-verify's own timeouts (`signal.alarm`) are switched off: they only work on a main thread,
@@ -65,7 +65,7 @@ def verify_answer(gold_blob: bytes, answer: str) -> bool:
 
 def worker_init() -> None:
     """The pool's initializer, in each worker: SIGKILL when the parent (the forkserver) exits, so
-    that no worker outlives the grading process (grader._orphan_guard). Linux only."""
+    that no worker outlives the grading process (rewards._orphan_guard). Linux only."""
     if not sys.platform.startswith("linux"):
         return
     parent = os.getppid()

@@ -7,7 +7,7 @@ process. Two links, one per generation:
 - the forkserver imports this module (the pool's forkserver preload, its only importer): a
   thread polls its parent pid and ends the forkserver when the parent is gone (it is idle in
   `select`, so the thread runs);
-- each worker (`grader._mathverify.worker_init`, the pool's initializer) asks Linux for SIGKILL
+- each worker (`rewards._mathverify.worker_init`, the pool's initializer) asks Linux for SIGKILL
   when its parent, the forkserver, exits (`prctl(PR_SET_PDEATHSIG)`): a worker stuck inside a
   verification that holds the GIL in C code cannot run a thread of its own, but a signal from
   the kernel needs none.
