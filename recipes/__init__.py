@@ -1,7 +1,7 @@
 """Training recipes on verl, one folder per kind of code (docs/layout.md):
 
-- train.py, checks.py, console.py, run_folder.py: `python -m recipes.train` (compose, check before
-  Ray, prepare, run); plan.py: `python -m recipes.plan`, a run's memory and disk; runs.py:
+- train.py, compose.py, checks.py, console.py, run_folder.py: `python -m recipes.train` (compose,
+  check before Ray, prepare, run); plan.py: `python -m recipes.plan`, a run's memory and disk; runs.py:
   `python -m recipes.runs`, runs' status and their curves compared
 - settings.py, files.py, checkpoints.py: the ground (typed settings, atomic files and the cache,
   checkpoint step folders)

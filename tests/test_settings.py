@@ -414,3 +414,25 @@ print(sorted({str(w.message).split()[0] for w in seen if w.category is Deprecati
     assert old.stderr.strip().splitlines()[-1] == (
         "note: prompt_templates.templates is now prompt_aug.templates; the old name goes in the next release"
     )
+
+
+def test_no_module_over_600_lines_and_no_function_over_80():
+    """Size limits that keep each file readable in one sitting: a module of the packages or scripts/
+    has at most 600 lines, a function at most 80, argument parsers aside (a function whose name says
+    it builds a parser or adds arguments: one line per option)."""
+    import ast
+
+    files = [f for pkg in (*PACKAGES, "scripts") for f in sorted((REPO / pkg).rglob("*.py"))]
+    assert len(files) > 100
+    long_modules, long_functions = [], []
+    for f in files:
+        text = f.read_text()
+        rel = f.relative_to(REPO).as_posix()
+        if len(text.splitlines()) > 600:
+            long_modules.append((rel, len(text.splitlines())))
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > 80 and not any(w in node.name for w in ("parser", "arguments")):
+                    long_functions.append((rel, node.name, lines))
+    assert long_modules == [] and long_functions == []
