@@ -27,7 +27,7 @@ from recipes.settings import RANGES, ConfigError, select, type_name, type_ok
 # The type of every key in the config comes from verl's own declarations, so that a new verl key
 # is checked without a line here: a section verl builds into a config dataclass (one with
 # `_target_`, or a field annotated with one) by that dataclass's field annotations, read from
-# verl's source (importing verl takes ~5 s, and a bad setting is reported before that); a key verl
+# verl's source (a bad setting is reported before verl's slow import); a key verl
 # keeps in a plain dict (trainer, data, ...) by its default in verl's generated ppo_trainer yaml and
 # in configs/train.yaml (an int default: an integer; a null default in either: null too). The two
 # tables say what no declaration does.

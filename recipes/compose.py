@@ -52,7 +52,7 @@ CONFIG_DIR = run_folder.CONFIG_DIR
 
 def verl_searchpath() -> str:
     """The override that points Hydra at verl's own configs as a folder. configs/train.yaml names
-    them `pkg://verl.trainer.config`, which makes Hydra import verl (~8 s of CPU) before it can
+    them `pkg://verl.trainer.config`, which makes Hydra import verl (seconds of CPU) before it can
     report even a misspelt key; the folder is found without importing it."""
     import importlib.util
 

@@ -7,8 +7,8 @@
     python -m recipes.train experiment=demo_cpu --cfg job      # print the resolved config, run nothing
     sbatch scripts/slurm/train.sbatch experiment=...            # multi-node GPUs (docs/slurm.md)
 
-Hardware: `platform=cpu` needs nothing but a few GB of RAM (the demo peaks at about 6.4 GB summed
-RSS over all its processes on 2 cores); `platform=gpu` expects NVIDIA GPUs with vLLM installed
+Hardware: `platform=cpu` needs nothing but a few GB of RAM (the demo's peak is in
+docs/benchmarks.md); `platform=gpu` expects NVIDIA GPUs with vLLM installed
 (`pip install -e .[gpu]`).
 
 Before Ray starts it checks the config (`validate`, then verl's own `validate_config`), builds a

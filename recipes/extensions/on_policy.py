@@ -1,7 +1,7 @@
 """On-policy updates without verl's separate old-log-prob pass (`recipes.skip_old_log_prob`).
 
 Before each update verl runs the actor forward once more over the step's responses to get the
-"old" log-probs of PPO's ratio (timing_s/old_log_prob: 31 of 150 s per SmolLM2 step on 2 cores).
+"old" log-probs of PPO's ratio (`timing_s/old_log_prob` in the metrics says what it costs a run).
 When the update is on-policy, that pass gives nothing the update does not compute itself: with one
 PPO epoch and one mini-batch per step, the update's only forward runs on the very weights the
 pass would use, before the optimizer step. Then recipes_sync (recipes/extensions/trainer.py) skips the pass

@@ -201,22 +201,20 @@ def vllm_env(root: str | os.PathLike) -> dict[str, str]:
     """Environment for vLLM on a CPU: vLLM's ZMQ sockets (which its killed processes leave in /tmp)
     and HF datasets' cache under `root`; vLLM's own cache in this project's cache folder
     (`$RECIPES_CACHE/vllm`, not ~/.cache/vllm): without it vLLM inspects the model's class in a
-    fresh interpreter at every engine start, ~8 s on 2 cores; usage reports (~/.config/vllm) off;
-    vLLM's CPU worker on every core (by default it keeps one core for its engine loop, which on 2
-    cores halves its threads: SmolLM2-135M rollouts, scripts/bench/vllm_cpu_bench.py, 145 tokens/s
-    with the reserved core, 219 without); and torch.compile off. Even in eager mode vLLM's CPU
+    fresh interpreter at every engine start; usage reports (~/.config/vllm) off; vLLM's CPU worker
+    on every core (by default it keeps one core for its engine loop, which on 2 cores halves its
+    threads; scripts/bench/vllm_cpu_bench.py measures it); and torch.compile off. Even in eager mode vLLM's CPU
     sampler compiles one small function (`compiled_random_sample`, a division and an argmax) with
-    torch.compile while the engine warms up: 11-13 s of every engine start on 2 cores (the tiny
-    model's engine starts in 1.5 s without it, 12.8 s with it), for no measurable speed-up of
-    sampling. Nothing else of a CPU run is compiled (the FSDP actor runs without torch.compile).
+    torch.compile while the engine warms up, which costs most of an engine's start on a small
+    model, for no measurable speed-up of sampling. Nothing else of a CPU run is compiled (the FSDP actor runs without torch.compile).
 
     And vLLM's CPU attention without its KV split (`VLLM_CPU_ATTN_SPLIT_KV=0`): with the split, the
     kernel divides a sequence's keys between threads according to the whole batch, so a request's
     logits change in the last bits (~1e-6 in a log-prob) with the requests that share its engine
     step, which timing decides; a greedy response then flips where two tokens nearly tie, and an
     evaluation resumed or batched differently grades different text. Without it, a request's
-    log-probs are the same bit for bit in any batch (tests/test_cpu_platform.py), for ~9% of
-    rollout speed on 2 cores (docs/running.md#reproducibility-the-same-seed-the-same-run)."""
+    log-probs are the same bit for bit in any batch (tests/test_cpu_platform.py), at a cost in
+    rollout speed (measured: docs/running.md#reproducibility-the-same-seed-the-same-run)."""
     from recipes.files import cache_dir
 
     return {
@@ -238,8 +236,7 @@ class CPUSession:
     appeared meanwhile and that no live process holds. Idempotent.
 
     `in_process`: an offline engine (`vllm.LLM`) runs its engine core in this process instead of a
-    spawned one that imports vLLM again (`eval.run` loads the tiny model's engine in 5 s instead of
-    19 s on 2 cores). verl's rollout server (`AsyncLLM`) always runs its core in a process of its own."""
+    spawned one that imports vLLM again (an engine starts without a second vLLM import). verl's rollout server (`AsyncLLM`) always runs its core in a process of its own."""
 
     def __init__(
         self,
