@@ -3,7 +3,8 @@
 - train.py, compose.py, checks.py, console.py, run_folder.py: `python -m recipes.train` (compose,
   check before Ray, prepare, run); plan.py: `python -m recipes.plan`, a run's memory and disk; runs.py:
   `python -m recipes.runs`, runs' status and their curves compared
-- settings.py, files.py, checkpoints.py: the ground (typed settings, atomic files and the cache,
+- settings.py, reward_settings.py, files.py, checkpoints.py: the ground (typed settings, the training
+  reward's settings, atomic files and the cache,
   checkpoint step folders)
 - methods/: each method's settings, checks, math and hooks, and their registry
 - extensions/: what verl loads (plugins, trainer, agent loop, reward manager)

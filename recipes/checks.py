@@ -360,12 +360,11 @@ def validate(cfg: DictConfig) -> None:
                 f"{group}: choose one (`{group}=NAME`, NAME a file in {choices}) or an experiment preset."
             )
     _check_methods(cfg)
-    from recipes import checkpoints
-    from rewards import training
+    from recipes import checkpoints, reward_settings
 
     checkpoints.check(cfg)
 
-    training.settings(cfg)  # the reward's settings (types, ranges, the overlong buffer)
+    reward_settings.settings(cfg)  # the reward's settings (types, ranges, the overlong buffer)
 
     n = int(select(cfg, "actor_rollout_ref.rollout.n"))
     if n < 2:

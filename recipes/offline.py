@@ -20,7 +20,7 @@ from recipes.settings import ConfigError, select
 
 def run_inputs(overrides: Sequence[str]) -> Inputs:
     """`inputs` for the config `python -m recipes.train OVERRIDES` composes."""
-    from recipes.train import compose
+    from recipes.compose import compose
 
     try:
         cfg = compose(list(overrides))

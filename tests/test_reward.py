@@ -4,8 +4,9 @@ DAPO's overlong penalty and the grader's statuses; hand-computed values."""
 import pytest
 
 from prompt_aug.templates import FormatRule
+from recipes.reward_settings import RewardSettings, settings
 from recipes.settings import ConfigError
-from rewards.training import RewardSettings, overlong_penalty, settings, training_reward
+from rewards.training import overlong_penalty, training_reward
 
 TAGS = FormatRule((("<think>", 0.25), ("</think>", 0.25), ("<answer>", 0.25), ("</answer>", 0.25)))
 

@@ -19,8 +19,9 @@ from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from prompt_aug.templates import format_score
+from recipes.reward_settings import settings
 from rewards.grade import get_grader
-from rewards.training import overlong_penalty, settings, training_reward
+from rewards.training import overlong_penalty, training_reward
 
 
 @register("math_pool")

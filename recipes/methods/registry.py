@@ -31,11 +31,11 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from recipes import reward_settings
 from recipes.methods import manifest
 from recipes.methods.base import Method
 from recipes.methods.configure import method_settings
 from recipes.settings import ConfigError, describe, markdown, yaml_lines
-from rewards import training
 
 
 def _no_std(cfg, settings) -> None:
@@ -125,7 +125,11 @@ def sections() -> list[tuple[str, str, type]]:
     """Every settings dataclass: the training reward's, then the registered methods'."""
     methods = [(m.summary, f"recipes.{m.name}", m.settings) for m in REGISTRY.values() if m.settings]
     return [
-        ("The training reward (rewards/training.py)", training.SECTION, training.RewardSettings),
+        (
+            "The training reward (recipes/reward_settings.py)",
+            reward_settings.SECTION,
+            reward_settings.RewardSettings,
+        ),
         *methods,
     ]
 
@@ -156,7 +160,7 @@ def generated_yaml(path: Path) -> str:
     lines = path.read_text().splitlines()
     name = path.stem
     if name == "train":
-        _generated(lines, "    reward_kwargs:", training.RewardSettings, "rewards/training.py")
+        _generated(lines, "    reward_kwargs:", reward_settings.RewardSettings, "recipes/reward_settings.py")
     elif REGISTRY[name].settings is not None:
         source = f"recipes/methods/{name}.py"
         _generated(lines, f"  {name}:", REGISTRY[name].settings, source, after=f"    {name}: true")
