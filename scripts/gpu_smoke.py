@@ -19,8 +19,9 @@ HF_HUB_OFFLINE=1), what it downloads, or why it is skipped (recipes.platforms.gp
 decision train.sbatch makes). A preset passes when training exited 0
 and logged both steps and the conversion and the evaluation exited 0; its figures (s/step, peak,
 plan, actor GiB, tokens/s, eval) come from the run's files, a missing one shown as `-` without
-failing it. `table` exits 1 unless every preset passed; an error exits 2. What each figure
-measures: docs/slurm.md#what-the-smoke-run-does-scriptsgpu_smokesh.
+failing it (the verdict, the line and the table are scripts/gpu_smoke_results.py). `table` exits 1
+unless every preset passed; an error exits 2. What each figure measures:
+docs/slurm.md#what-the-smoke-run-does-scriptsgpu_smokesh.
 """
 
 from __future__ import annotations
@@ -32,9 +33,24 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+# the results half (judge, line, table); the script's folder is on sys.path when it runs as a file,
+# not when a test loads it with tests/script_module.py
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_smoke_results import (  # noqa: E402, F401  (names of this script's interface)
+    COLUMNS,
+    STEPS,
+    Result,
+    eval_accuracy,
+    gpu_peak_gib,
+    judge,
+    line,
+    planned_gib,
+    read_metrics,
+    table,
+)
+
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
-STEPS = 2
 ROLLOUT_N = 8  # responses per question; a TA-GRPO preset gets (N+1) x 2 when that is more (rollout_n)
 RESPONSE_TOKENS = 256
 VAL_QUESTIONS = 8
@@ -360,178 +376,9 @@ def write_questions(parquet: Path, out: Path, n: int) -> int:
 
 
 # --------------------------------------------------------------------------------- results
-@dataclass
-class Result:
-    preset: str
-    status: str  # pass | fail | skip
-    reason: str = ""
-    steps: int = 0
-    step_s: float | None = None
-    tokens_per_s: float | None = None
-    actor_gib: float | None = None
-    peak_gib: float | None = None
-    plan_gib: float | None = None
-    eval_acc: float | None = None
-
-
-def read_metrics(run_dir: Path) -> list[dict]:
-    """The step records ({"step": N, "data": {...}}) of the newest metrics/*.jsonl of a run
-    (file names are launch times, so the newest sorts last); [] when there is none. A line cut
-    off by a crash is ignored."""
-    files = sorted((run_dir / "metrics").glob("*.jsonl"))
-    if not files:
-        return []
-    records = []
-    for line in files[-1].read_text(errors="replace").splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict) and isinstance(rec.get("data"), dict) and "step" in rec:
-            records.append(rec)
-    return records
-
-
-def _number(data: dict, key: str) -> float | None:
-    value = data.get(key)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def gpu_peak_gib(log: Path) -> float | None:
-    """The largest memory.used (MiB) in nvidia-smi's `index, memory.used` CSV samples, in GiB."""
-    if not log.is_file():
-        return None
-    peak = None
-    for line in log.read_text(errors="replace").splitlines():
-        cells = [c.strip() for c in line.split(",")]
-        try:
-            mib = float(cells[-1])
-        except (ValueError, IndexError):
-            continue
-        peak = mib if peak is None else max(peak, mib)
-    return None if peak is None else peak / 1024
-
-
-def eval_accuracy(eval_dir: Path | None) -> float | None:
-    try:
-        summary = json.loads((eval_dir / "summary.json").read_text())
-        return float(summary["per_question_average"]["accuracy"]["mean"])
-    except (TypeError, OSError, ValueError, KeyError):
-        return None
-
-
-def judge(
-    preset: str,
-    run_dir: Path,
-    train_rc: int | None,
-    convert_rc: int | None = None,
-    eval_rc: int | None = None,
-    eval_dir: Path | None = None,
-    gpu_log: Path | None = None,
-    skip: str = "",
-    steps: int = STEPS,
-    gpu_gib: float | None = None,
-) -> Result:
-    if skip:
-        return Result(preset, "skip", skip)
-    records = read_metrics(run_dir)
-    r = Result(preset, "pass", steps=len({rec["step"] for rec in records}))
-    if records:
-        last = max(records, key=lambda rec: rec["step"])["data"]
-        step = _number(last, "timing_s/step")
-        if step is not None:
-            r.step_s = step - (_number(last, "timing_s/save_checkpoint") or 0.0)
-        tokens = _number(last, "perf/total_num_tokens")
-        if tokens is not None and r.step_s:
-            r.tokens_per_s = tokens / r.step_s
-        mems = [
-            m
-            for rec in records
-            if (m := _number(rec["data"], "actor/perf/max_memory_allocated_gb")) is not None
-        ]
-        r.actor_gib = max(mems) if mems else None
-    r.peak_gib = gpu_peak_gib(gpu_log) if gpu_log else None
-    r.plan_gib = planned_gib(run_dir, gpu_gib)
-    r.eval_acc = eval_accuracy(eval_dir)
-    if train_rc != 0:
-        r.status, r.reason = (
-            "fail",
-            f"training exited {train_rc}" if train_rc is not None else "training not run",
-        )
-    elif not records:
-        r.status, r.reason = "fail", f"no metrics in {run_dir / 'metrics'}"
-    elif r.steps < steps:
-        r.status, r.reason = "fail", f"training logged {r.steps} of {steps} steps"
-    elif convert_rc != 0:
-        r.status, r.reason = "fail", f"conversion exited {convert_rc}"
-    elif eval_rc != 0:
-        r.status, r.reason = "fail", f"evaluation exited {eval_rc}"
-    return r
-
-
-def planned_gib(run_dir: Path, gpu_gib: float | None) -> float | None:
-    """recipes.plan's peak per GPU for the run's resolved config, or None without one."""
-    resolved = run_dir / "config.yaml"
-    if not resolved.is_file():
-        return None
-    from omegaconf import OmegaConf
-
-    from recipes.plan import H100_GIB, estimate
-
-    try:
-        return estimate(OmegaConf.load(resolved), gpu_gib or H100_GIB).peak_gib
-    except Exception as exc:  # noqa: BLE001 - the smoke run's verdict must not depend on the plan
-        print(f"[gpu_smoke] no plan for {resolved}: {exc}", file=sys.stderr)
-        return None
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
-def line(r: Result) -> str:
-    """One preset's result, one line."""
-    head = f"{r.preset}: {r.status.upper()}"
-    if r.status == "skip":
-        return f"{head} ({r.reason})"
-    text = (
-        f"{head}  {_fmt(r.step_s, '.1f')} s/step  peak {_fmt(r.peak_gib, '.1f')} GiB  "
-        f"plan {_fmt(r.plan_gib, '.1f')} GiB  "
-        f"actor {_fmt(r.actor_gib, '.1f')} GiB  {_fmt(r.tokens_per_s, '.0f')} tokens/s  "
-        f"eval {_fmt(None if r.eval_acc is None else 100 * r.eval_acc, '.1f')}%"
-    )
-    return f"{text}  ({r.reason})" if r.reason else text
-
-
-COLUMNS = ("preset", "result", "s/step", "peak GiB", "plan GiB", "actor GiB", "tokens/s", "eval acc", "note")
-
-
-def table(results: list[Result]) -> str:
-    """The summary: a Markdown table, one row per preset, and a count line."""
-    rows = [
-        (
-            r.preset,
-            r.status,
-            _fmt(r.step_s, ".1f"),
-            _fmt(r.peak_gib, ".1f"),
-            _fmt(r.plan_gib, ".1f"),
-            _fmt(r.actor_gib, ".1f"),
-            _fmt(r.tokens_per_s, ".0f"),
-            "-" if r.eval_acc is None else f"{100 * r.eval_acc:.1f}%",
-            r.reason,
-        )
-        for r in results
-    ]
-    out = [f"| {' | '.join(COLUMNS)} |", "|---|---|" + "---:|" * 6 + "---|"]
-    out += [f"| {' | '.join(row)} |" for row in rows]
-    counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}
-    out.append(
-        f"\n{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped of {len(results)} presets"
-    )
-    return "\n".join(out)
-
-
 def read_results(path: Path) -> list[Result]:
+    """The Results of a file that `result` appended to (one JSON object a line; unknown keys are
+    dropped)."""
     if not path.is_file():
         raise SmokeError(f"no results file {path}")
     fields = set(Result.__dataclass_fields__)
@@ -547,7 +394,7 @@ def _rc(text: str) -> int | None:
     return None if text in ("", "-") else int(text)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python scripts/gpu_smoke.py", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser(
@@ -592,50 +439,69 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--results", required=True, help="JSONL file the result is appended to")
     s = sub.add_parser("table", help="the summary table of a results file (exit 1 unless all passed)")
     s.add_argument("results")
-    args = p.parse_args(argv)
+    return p
+
+
+def _print_plan(args: argparse.Namespace) -> None:
+    """`plan`: one SEP-joined line per preset (gpu_smoke.sh reads them with `read`)."""
+    only = [x.strip() for x in args.presets.split(",") if x.strip()]
+    for pl in plan(
+        Path(args.models_dir) if args.models_dir else None,
+        Path(args.data_dir) if args.data_dir else None,
+        Path(args.out_dir),
+        args.gpus,
+        args.attn,
+        only,
+    ):
+        fields = [pl.preset, pl.problem, pl.hub, pl.val_file, *pl.overrides]
+        if any(SEP in f or "\n" in f for f in fields):
+            raise SmokeError(f"{pl.preset}: a path holds a newline or a \\x1f character")
+        print(SEP.join(fields))
+
+
+def _print_downloads(args: argparse.Namespace) -> None:
+    """`downloads`: what the caches lack, or with MODELS_DIR DATA_DIR what fills the two folders."""
+    if args.data_dir is None and args.models_dir is not None:
+        raise SmokeError("downloads takes both MODELS_DIR and DATA_DIR, or neither (the caches)")
+    if args.models_dir is not None and (args.presets or args.smoke):
+        raise SmokeError("--presets and --smoke go with the caches, not with MODELS_DIR DATA_DIR")
+    if args.models_dir is None:
+        only = [x.strip() for x in args.presets.split(",") if x.strip()]
+        print("\n".join(cache_downloads(only, args.smoke)))
+    else:
+        print("\n".join(downloads(Path(args.models_dir).absolute(), Path(args.data_dir).absolute())))
+
+
+def _record_result(args: argparse.Namespace) -> None:
+    """`result`: judge the run, append its Result to --results, print its line."""
+    r = judge(
+        args.preset,
+        Path(args.run_dir),
+        args.train_rc,
+        args.convert_rc,
+        args.eval_rc,
+        Path(args.eval_dir) if args.eval_dir else None,
+        Path(args.gpu_log) if args.gpu_log else None,
+        args.skip,
+        gpu_gib=args.gpu_gib,
+    )
+    with open(args.results, "a") as f:
+        f.write(json.dumps(asdict(r)) + "\n")
+    print(line(r), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         if args.cmd == "plan":
-            only = [x.strip() for x in args.presets.split(",") if x.strip()]
-            for pl in plan(
-                Path(args.models_dir) if args.models_dir else None,
-                Path(args.data_dir) if args.data_dir else None,
-                Path(args.out_dir),
-                args.gpus,
-                args.attn,
-                only,
-            ):
-                fields = [pl.preset, pl.problem, pl.hub, pl.val_file, *pl.overrides]
-                if any(SEP in f or "\n" in f for f in fields):
-                    raise SmokeError(f"{pl.preset}: a path holds a newline or a \\x1f character")
-                print(SEP.join(fields))
+            _print_plan(args)
         elif args.cmd == "downloads":
-            if args.data_dir is None and args.models_dir is not None:
-                raise SmokeError("downloads takes both MODELS_DIR and DATA_DIR, or neither (the caches)")
-            if args.models_dir is not None and (args.presets or args.smoke):
-                raise SmokeError("--presets and --smoke go with the caches, not with MODELS_DIR DATA_DIR")
-            if args.models_dir is None:
-                only = [x.strip() for x in args.presets.split(",") if x.strip()]
-                print("\n".join(cache_downloads(only, args.smoke)))
-            else:
-                print("\n".join(downloads(Path(args.models_dir).absolute(), Path(args.data_dir).absolute())))
+            _print_downloads(args)
         elif args.cmd == "questions":
             n = write_questions(Path(args.parquet), Path(args.out), args.n)
             print(f"{n} questions in {args.out}")
         elif args.cmd == "result":
-            r = judge(
-                args.preset,
-                Path(args.run_dir),
-                args.train_rc,
-                args.convert_rc,
-                args.eval_rc,
-                Path(args.eval_dir) if args.eval_dir else None,
-                Path(args.gpu_log) if args.gpu_log else None,
-                args.skip,
-                gpu_gib=args.gpu_gib,
-            )
-            with open(args.results, "a") as f:
-                f.write(json.dumps(asdict(r)) + "\n")
-            print(line(r), flush=True)
+            _record_result(args)
         else:
             results = read_results(Path(args.results))
             print(table(results))
