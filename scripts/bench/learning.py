@@ -292,7 +292,7 @@ def train_method(task: Task, method: str, run: Path, steps: int, eval_every: int
 def evaluate_method(task: Task, method: str, run: Path, last_step: int) -> float:
     """eval.iterate over the method's checkpoints (pass@k at the last one only: k samples per
     question cost k times a greedy evaluation); the evaluation seconds of every invocation so far."""
-    from eval.iterate import step_rows
+    from eval.step_table import step_rows
 
     if task.report_only:
         eval_s = 0.0
@@ -381,7 +381,7 @@ def step0(task: Task, model_path: str, answers: dict[str, str]) -> dict:
 def seed_result(task: Task, run: Path, initial: dict, answers: dict[str, str]) -> dict:
     """One method's run of one seed: each curve by step (step 0 is `initial`), the train metrics,
     and each held-out question's correctness at the last step."""
-    from eval.iterate import step_rows
+    from eval.step_table import step_rows
 
     # eval.iterate's own reader: the steps whose summaries are complete
     folders = {r["step"]: run / "eval" / f"global_step_{r['step']}" for r in step_rows(run / "eval")}
@@ -519,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
     base = ["experiment=learning_cpu", f"model={args.model}", *args.overrides]
     heldout_dir = out / "heldout"
     heldout_n = write_heldout(base, heldout_dir, args.limit)
-    from eval.iterate import step_rows
+    from eval.step_table import step_rows
     from recipes.train import compose  # imported (quietly) by write_heldout
 
     cfg = compose(base)
