@@ -13,7 +13,7 @@ and accuracy_vs_step.png are rewritten, and the step's accuracies are added to t
 TensorBoard and wandb logs when it has them. Done work is not redone (resume as in eval.run). At
 the end it prints the table and the best step by each average. Without --protocol, a run whose
 config.yaml (beside CHECKPOINT_ROOT) records `recipes.eval_protocol` is evaluated under that
-paper's protocol (eval/protocols.py), said in one line; --protocol none evaluates it with eval.run's
+paper's protocol (recipes/protocols.py), said in one line; --protocol none evaluates it with eval.run's
 defaults. --watch follows a run still
 training until --until-step, or --idle-exit-s seconds without a new checkpoint. Defaults: HF_ROOT =
 hf/ and RESULTS_ROOT = eval/ beside CHECKPOINT_ROOT, never inside a checkpoint or model folder.

@@ -15,10 +15,10 @@ import math
 from typing import Any
 
 from eval import benchmarks as bm
-from eval import protocols
 from eval.backends import BACKENDS, Decoding
 from eval.convert import int_list
 from eval.request import MAX_RUNS, EvalError, default_backend
+from recipes import protocols
 
 # What an option means when neither it nor a --protocol sets it: the prompt-augmentation paper's
 # evaluation (protocols.PROTOCOLS["prompt_aug"], a test keeps them equal), and for sampling the

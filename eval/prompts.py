@@ -2,14 +2,14 @@
 
 `render_prompt(template, problem, tokenizer)` renders a prompt_aug template through the model's chat
 template, `none` (the question as the only user turn), `raw` (the question alone) or a paper
-protocol's prompt (eval/protocols.py PROMPTS); `prompt_token_ids` tokenizes it as the backends
+protocol's prompt (recipes/protocols.py PROMPTS); `prompt_token_ids` tokenizes it as the backends
 receive it; `known_templates()` lists every name `--template` takes. Functions of their arguments
 only: nothing is read from disk or written.
 """
 
 from __future__ import annotations
 
-from eval import protocols
+from recipes import protocols
 
 TEMPLATES_EXTRA = ("none", "raw", *protocols.PROMPTS)  # besides the 13 of prompt_aug
 
@@ -17,7 +17,7 @@ TEMPLATES_EXTRA = ("none", "raw", *protocols.PROMPTS)  # besides the 13 of promp
 def render_prompt(template: str, problem: str, tokenizer) -> str:
     """The prompt text: a prompt-augmentation template through the model's chat template, `none`
     (the question as the only user turn of the chat template), `raw` (the question alone), or a
-    paper protocol's prompt (eval/protocols.py PROMPTS: through the chat template, or raw text)."""
+    paper protocol's prompt (recipes/protocols.py PROMPTS: through the chat template, or raw text)."""
     if template == "raw":
         return problem
     if template in protocols.PROMPTS:

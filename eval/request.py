@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from eval import benchmarks as bm
-from eval import protocols
 from eval.backends import BACKENDS, Decoding
 from eval.prompts import known_templates
 from eval.weights import BadWeights, check_weights
+from recipes import protocols
 
 MAX_RUNS = 1024  # greedy repeats or samples per question: a bound on what one request may ask
 

@@ -8,7 +8,7 @@
 
 The defaults are the prompt-augmentation paper's evaluation (greedy avg@5 of the `qwen-math`
 template on AIME24, AMC, MATH500, Minerva and OlympiadBench, the last `\\boxed{}` graded);
-`--protocol NAME` sets another paper's (eval/protocols.py; options given beside it win, and the
+`--protocol NAME` sets another paper's (recipes/protocols.py; options given beside it win, and the
 results record which). It writes
 OUT/samples.jsonl (every sample, appended as generated), OUT/summary.json, OUT/table.md,
 OUT/config.json and OUT/runs.jsonl; rerunning the same command resumes without generating a

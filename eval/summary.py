@@ -16,11 +16,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from eval import metrics, protocols
+from eval import metrics
 from eval.backends import Decoding
 from eval.plan import SamplePlan, sample_settings
 from eval.request import EvalRequest
 from eval.results import RUNS, SUMMARY, TABLE, SampleStore, atomic_write_json, atomic_write_text, format_table
+from recipes import protocols
 
 
 def write_summary(

@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from eval import protocols
 from eval.request import EvalError
+from recipes import protocols
 
 
 def log_to_tensorboard(folder: Path, step: int, summary: dict) -> None:

@@ -332,15 +332,15 @@ def check_files(cfg: DictConfig) -> None:
 
 
 def check_eval_protocol(cfg: DictConfig) -> None:
-    """recipes.eval_protocol names a protocol of eval/protocols.py, or is null: eval.iterate reads it
+    """recipes.eval_protocol names a protocol of recipes/protocols.py, or is null: eval.iterate reads it
     from the run's config.yaml after training, too late to hear of a misspelling."""
-    from eval.protocols import PROTOCOLS
+    from recipes.protocols import PROTOCOLS
 
     name = select(cfg, "recipes.eval_protocol")
     if name is not None and name not in PROTOCOLS:
         raise ConfigError(
             f"recipes.eval_protocol={_shown(name)} is not an evaluation protocol: choose one of "
-            f"{', '.join(PROTOCOLS)} (eval/protocols.py), or null."
+            f"{', '.join(PROTOCOLS)} (recipes/protocols.py), or null."
         )
 
 

@@ -2,19 +2,23 @@
 tools and the tests: Hydra's composition of configs/train.yaml over verl's own configs, the group
 aliases (`model=X`), the choices recorded in `recipes.*`, each active method's `configure` (what it
 implies, whatever the order of `method=[...]`), and a command line split into Hydra's overrides and
-its flags. `recipes.train` re-exports these names."""
+its flags; Hydra's errors as one config error line; the run's planned step count. `recipes.train`
+re-exports these names."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from pathlib import Path
+from typing import NoReturn
 
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from recipes import run_folder
+from recipes.console import held
 from recipes.methods.configure import configure
-from recipes.settings import ConfigError
+from recipes.settings import ConfigError, select
 
 # verl's defaults list holds the `model` group twice (actor and critic): `model=X` means the actor's.
 GROUP_ALIASES = {"model": "model@actor_rollout_ref.model"}
@@ -145,3 +149,66 @@ def hydra_args(args: list[str]) -> tuple[list[str], dict[str, object]]:
 
 def flag_args(flags: dict[str, object]) -> list[str]:
     return [a for flag, value in flags.items() for a in ([flag] if value is True else [flag, str(value)])]
+
+
+def config_error(exc: ConfigError) -> NoReturn:
+    """A bad input's one line, and exit 2."""
+    print(f"config error: {exc}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+# Hydra's flags that print the composed config: with them (or none) the command line composes
+PRINTING = ("--cfg", "--resolve", "--package")
+
+
+def check_overrides(args: list[str], verbose: bool = False) -> DictConfig | None:
+    """Hydra's own errors (an unknown group option, a key not in the config, a bad override) as
+    one `config error:` line and exit 2, before Hydra prints its own report and exits 1. What
+    importing verl prints on the way (platform detection) is dropped unless `verbose`. The
+    composed config (None with Hydra's flags other than PRINTING: -m sweeps, other config
+    folders, --info)."""
+    try:
+        overrides, flags = hydra_args(args)
+    except ConfigError as exc:
+        config_error(exc)
+    if set(flags) - set(PRINTING):
+        return None
+    import yaml
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    errors = (HydraException, OmegaConfBaseException, yaml.YAMLError)
+    try:
+        with held(enabled=not verbose, expected=(*errors, ConfigError)):
+            cfg = compose(overrides)
+            # every interpolation resolves (`${oc.env:UNSET}` failed later, with a traceback)
+            OmegaConf.to_container(cfg, resolve=True)
+            return cfg
+    except errors as exc:
+        text = str(exc).split("Config search path", 1)[0]  # where Hydra looked: noise here
+        if isinstance(exc, yaml.YAMLError):  # a config file that is not YAML: where, then what
+            text = f"not valid YAML: {text}"
+        print(f"config error: {' '.join(text.split())[:600]}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    except ConfigError as exc:  # a method's configure step (recipes/methods/configure.py)
+        config_error(exc)
+
+
+def planned_steps(cfg: DictConfig) -> int | None:
+    """The run's step count: trainer.total_training_steps, else epochs x (train rows // batch),
+    as verl counts them (it drops the last partial batch; rows it filters out are not known here)."""
+    total = select(cfg, "trainer.total_training_steps")
+    if total:
+        return int(total)
+    try:
+        import pyarrow.parquet as pq
+
+        files = select(cfg, "data.train_files")
+        files = [files] if isinstance(files, str) else list(files or [])
+        rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    except Exception:  # noqa: BLE001 - no ETA rather than no run
+        return None
+    cap = select(cfg, "data.train_max_samples")
+    if cap and int(cap) > 0:
+        rows = min(rows, int(cap))
+    return int(select(cfg, "trainer.total_epochs") or 1) * (rows // int(select(cfg, "data.train_batch_size")))

@@ -506,9 +506,8 @@ def main(argv: list[str]) -> int:
             " (the disk is --disk-gib, in GiB like --gpu-gib)" if flags[0].startswith("--disk-gb") else ""
         )
         p.error(f"unrecognized arguments: {' '.join(flags)}{renamed}")
-    from recipes.compose import compose
+    from recipes.compose import check_overrides, compose
     from recipes.console import held
-    from recipes.train import check_overrides
 
     check_overrides(overrides)
     try:

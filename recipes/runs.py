@@ -108,10 +108,10 @@ def records(run: Path) -> dict[int, dict]:
 
 
 def total_steps(run: Path) -> int | None:
-    """The run's step count from its config.yaml (recipes.train's planned_steps), None if unknown."""
+    """The run's step count from its config.yaml (recipes.compose.planned_steps), None if unknown."""
     from omegaconf import OmegaConf
 
-    from recipes.train import planned_steps
+    from recipes.compose import planned_steps
 
     try:
         return planned_steps(OmegaConf.load(run / "config.yaml"))

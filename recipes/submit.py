@@ -162,7 +162,7 @@ def submit(argv: Sequence[str]) -> int:
             f"{root.resolve()} is not the repository root: submit from there (the job finds the repository "
             "from its submit directory) or set REPO_DIR."
         )
-    from recipes.train import check_overrides
+    from recipes.compose import check_overrides
 
     try:
         cfg = check_overrides(list(overrides))

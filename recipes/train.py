@@ -32,7 +32,6 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
 
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -41,9 +40,13 @@ from recipes import checks, console, run_folder, verl_seam
 from recipes.compose import (  # noqa: F401  (re-exported: `from recipes.train import compose`)
     CONFIG_DIR,
     GROUP_ALIASES,
+    PRINTING,
+    check_overrides,
     compose,
+    config_error,
     flag_args,
     hydra_args,
+    planned_steps,
     record_choices,
     translate_overrides,
     verl_searchpath,
@@ -86,26 +89,6 @@ def prepare(cfg: DictConfig) -> None:
                 f"data.train_files={files}: its folder holds files that `python -m recipes.tools.data` did "
                 "not write, and toy data would replace them; point it at a folder of its own."
             ) from None
-
-
-def planned_steps(cfg: DictConfig) -> int | None:
-    """The run's step count: trainer.total_training_steps, else epochs x (train rows // batch),
-    as verl counts them (it drops the last partial batch; rows it filters out are not known here)."""
-    total = select(cfg, "trainer.total_training_steps")
-    if total:
-        return int(total)
-    try:
-        import pyarrow.parquet as pq
-
-        files = select(cfg, "data.train_files")
-        files = [files] if isinstance(files, str) else list(files or [])
-        rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-    except Exception:  # noqa: BLE001 - no ETA rather than no run
-        return None
-    cap = select(cfg, "data.train_max_samples")
-    if cap and int(cap) > 0:
-        rows = min(rows, int(cap))
-    return int(select(cfg, "trainer.total_epochs") or 1) * (rows // int(select(cfg, "data.train_batch_size")))
 
 
 # ------------------------------------------------------------------------------- main
@@ -331,49 +314,6 @@ def main(cfg: DictConfig) -> None:
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr, flush=True)
         sys.exit(2)
-
-
-def config_error(exc: ConfigError) -> NoReturn:
-    """A bad input's one line, and exit 2."""
-    print(f"config error: {exc}", file=sys.stderr, flush=True)
-    sys.exit(2)
-
-
-# Hydra's flags that print the composed config: with them (or none) the command line composes
-PRINTING = ("--cfg", "--resolve", "--package")
-
-
-def check_overrides(args: list[str], verbose: bool = False) -> DictConfig | None:
-    """Hydra's own errors (an unknown group option, a key not in the config, a bad override) as
-    one `config error:` line and exit 2, before Hydra prints its own report and exits 1. What
-    importing verl prints on the way (platform detection) is dropped unless `verbose`. The
-    composed config (None with Hydra's flags other than PRINTING: -m sweeps, other config
-    folders, --info)."""
-    try:
-        overrides, flags = hydra_args(args)
-    except ConfigError as exc:
-        config_error(exc)
-    if set(flags) - set(PRINTING):
-        return None
-    import yaml
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    errors = (HydraException, OmegaConfBaseException, yaml.YAMLError)
-    try:
-        with held(enabled=not verbose, expected=(*errors, ConfigError)):
-            cfg = compose(overrides)
-            # every interpolation resolves (`${oc.env:UNSET}` failed later, with a traceback)
-            OmegaConf.to_container(cfg, resolve=True)
-            return cfg
-    except errors as exc:
-        text = str(exc).split("Config search path", 1)[0]  # where Hydra looked: noise here
-        if isinstance(exc, yaml.YAMLError):  # a config file that is not YAML: where, then what
-            text = f"not valid YAML: {text}"
-        print(f"config error: {' '.join(text.split())[:600]}", file=sys.stderr, flush=True)
-        sys.exit(2)
-    except ConfigError as exc:  # a method's configure step (recipes/methods/configure.py)
-        config_error(exc)
 
 
 def _launch(cfg: DictConfig | None) -> None:

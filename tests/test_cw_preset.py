@@ -180,5 +180,5 @@ def test_losses_lengths_and_evaluation_protocol(cfgs):
         # their vllm_max_model_len 4096: prompt + completion at most 4,096 tokens
         assert (rollout.max_model_len, cfg.data.max_prompt_length, rollout.temperature) == (4096, 512, 0.7)
         assert cfg.data.max_response_length == (3584 if name.endswith("_7b") else 4096), name
-        # the 7B's context is 4,096 tokens: its authors evaluated within it (eval/protocols.py)
+        # the 7B's context is 4,096 tokens: its authors evaluated within it (recipes/protocols.py)
         assert cfg.recipes.eval_protocol == ("cw_grpo_7b" if name.endswith("_7b") else "cw_grpo"), name

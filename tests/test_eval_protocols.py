@@ -1,4 +1,4 @@
-"""Each paper's evaluation protocol as one flag (eval/protocols.py): --help lists the four, each
+"""Each paper's evaluation protocol as one flag (recipes/protocols.py): --help lists the four, each
 resolves to its paper's settings, options beside it win and are recorded, a raw-text protocol
 builds its prompts without the chat template (and generates from them: the bare tiny model on the
 fixture benchmarks, a few tokens), eval.iterate takes the protocol a training run records, the
@@ -17,7 +17,7 @@ import yaml
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
-from eval import iterate, protocols
+from eval import iterate
 from eval import run as eval_run
 from eval.options import add_eval_arguments, eval_kwargs, protocol_note
 from eval.prompts import render_prompt
@@ -25,6 +25,7 @@ from eval.request import EvalError, check_template
 from eval.results import prompt_sha
 from eval.summary import summary_settings
 from eval.training_run import apply_run_protocol
+from recipes import protocols
 from recipes.tools import models
 
 REPO = Path(__file__).resolve().parents[1]
@@ -265,7 +266,7 @@ def test_recipes_train_refuses_an_unknown_eval_protocol_before_ray():
         validate(cfg)
     assert str(err.value) == (
         "recipes.eval_protocol='cwgrpo' is not an evaluation protocol: choose one of prompt_aug, ta_grpo, "
-        "cw_grpo, cw_grpo_7b, prorl (eval/protocols.py), or null."
+        "cw_grpo, cw_grpo_7b, prorl (recipes/protocols.py), or null."
     )
     for name in (*protocols.PROTOCOLS, None):
         OmegaConf.update(cfg, "recipes.eval_protocol", name)

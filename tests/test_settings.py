@@ -174,15 +174,18 @@ def test_no_module_outside_methods_names_a_method():
     """Every module of recipes/ outside recipes/methods/ (the hubs, the checks, the planner, the
     plugin, the tools) loops over the registry and the declarations (recipes/methods/manifest.py):
     none names an add-on method in code (`_method_references`). Baselines are left out: `grpo` is
-    also verl's advantage estimator. Not scanned, on purpose: eval/ (its protocols carry the papers'
-    names, `--protocol cw_grpo`, which are evaluation settings, not methods) and scripts/ (a
+    also verl's advantage estimator. Not scanned, on purpose: recipes/protocols.py and eval/ (the
+    papers' evaluation protocols carry the papers' names, `--protocol cw_grpo`, which are evaluation
+    settings, not methods) and scripts/ (a
     benchmark of one method, scripts/bench/cw_grpo_bench.py, must name it; nothing imports
     scripts). recipes/tools/data/ta_authors.py is scanned: it names TA-GRPO's settings only in its
     messages and docstrings, for the user."""
     names = sorted(m.name for m in registry.REGISTRY.values() if not m.baseline)
     assert names == ["cw_grpo", "prompt_aug", "prorl", "ta_grpo"]
     trees = {
-        m: t for m, t in _trees().items() if m.startswith("recipes") and not m.startswith("recipes.methods")
+        m: t
+        for m, t in _trees().items()
+        if m.startswith("recipes") and not m.startswith("recipes.methods") and m != "recipes.protocols"
     }
     assert {
         "recipes.plan",
@@ -249,7 +252,14 @@ def test_settings_doc_is_current():
 
 # ------------------------------------------------------------------------------ layering
 PACKAGES = ("rewards", "prompt_aug", "recipes", "eval")
-GROUND = ("recipes", "recipes.settings", "recipes.files", "recipes.checkpoints", "recipes.reward_settings")
+GROUND = (
+    "recipes",
+    "recipes.settings",
+    "recipes.files",
+    "recipes.checkpoints",
+    "recipes.reward_settings",
+    "recipes.protocols",
+)
 # each room, and the rooms (and verl) it may import: imports run downwards only (docs/layout.md)
 ALLOWED = {
     "rewards": set(),
@@ -265,7 +275,6 @@ ALLOWED = {
         "tools",
         "methods",
         "extensions",
-        "eval",
         "rewards",
         "prompt_aug",
         "verl",

@@ -15,8 +15,9 @@ protocol (eval's own defaults, which are `prompt_aug`'s). A training run records
 protocol as `recipes.eval_protocol`; eval.iterate on its checkpoints uses it unless --protocol says
 otherwise. docs/eval.md#paper-protocols has the same table for readers.
 
-Light on purpose (no torch, no transformers): recipes/checks.py imports it to refuse an unknown
-`recipes.eval_protocol` before Ray starts.
+Data only, and it imports nothing of the project: part of the ground, so that eval/ applies a
+protocol and recipes/checks.py refuses an unknown `recipes.eval_protocol` before Ray starts, and
+neither reaches up into the other.
 """
 
 from __future__ import annotations
