@@ -78,7 +78,8 @@ def _row(session, epoch=0):
 
 @pytest.mark.parametrize("anchor", ["original", "own"])
 def test_anchoring_with_fake_llm_server_swaps_only_the_prompt(tokenizer, anchor):
-    """rollout.n=8, N=3: session 5 answers variant 2. The generation sees q2's prompt; with
+    """Stand-in: the LLM server (FakeLLMServer), which is vLLM on GPUs; the agent loop is real.
+    rollout.n=8, N=3: session 5 answers variant 2. The generation sees q2's prompt; with
     anchor=original the output carries q0's prompt and the same response tokens."""
 
     def chat(text):
@@ -106,7 +107,10 @@ def test_anchoring_with_fake_llm_server_swaps_only_the_prompt(tokenizer, anchor)
     assert server.prompts == [chat("What is 2 + 2?")] and "variant" not in out.extra_fields
 
 
-def test_anchoring_with_templates_keeps_the_template(tokenizer):
+def test_anchoring_with_templates_and_fake_llm_server_keeps_the_template(tokenizer):
+    """Stand-in: the LLM server (FakeLLMServer), which is vLLM on GPUs; the agent loop, the
+    templates and the tokenizer are real. Session 6 answers variant 3 in its sampled template: the
+    server sees the variant in that template, the output carries the original in the same one."""
     from prompt_templates.sampling import make_sampler
     from prompt_templates.templates import prompt_ids
 
@@ -145,7 +149,8 @@ def test_training_and_validation_rows_get_their_own_seeds():
 
 @pytest.mark.parametrize("deterministic", [True, False])
 def test_fake_llm_server_receives_the_sessions_seed_only_when_deterministic(tokenizer, deterministic):
-    """Without any method the loop is verl's single-turn loop; recipes.deterministic adds each
+    """Stand-in: the LLM server (FakeLLMServer), which is vLLM on GPUs; it records the sampling
+    parameters the real agent loop sends. Without any method the loop is verl's single-turn loop; recipes.deterministic adds each
     session's seed to the request's sampling parameters and nothing else."""
     overrides = ["method=[grpo]", f"recipes.deterministic={str(deterministic).lower()}"]
     seeds = []
@@ -160,7 +165,10 @@ def test_fake_llm_server_receives_the_sessions_seed_only_when_deterministic(toke
         assert seeds == [None, None]
 
 
-def test_seeds_reach_the_server_under_templates_and_variants(tokenizer):
+def test_seeds_reach_the_fake_llm_server_under_templates_and_variants(tokenizer):
+    """Stand-in: the LLM server (FakeLLMServer), which is vLLM on GPUs; it records the sampling
+    parameters the real agent loop sends. With templates and variants on, the request still
+    carries the session's seed."""
     overrides = ["method=[grpo,prompt_aug,ta_grpo]", "data.max_prompt_length=320"]
     _, server = _run_loop(tokenizer, overrides, _row(session=6))
     assert server.sampling_params[0]["seed"] == determinism.request_seed(42, 0, 7, 6)

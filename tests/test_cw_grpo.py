@@ -1,6 +1,7 @@
 """CW-GRPO's loss (recipes/methods/cw_grpo.py): a hand-computed example, a plain-Python reference on random
 inputs for all 8 option sets, gradients with and without detached weights, invariance to padding
-and sample order, degenerate batches, metrics, and registration with verl."""
+and sample order, degenerate batches, metrics, and registration with verl. Every loss call gets
+verl's own actor config, built from the CW-GRPO preset as verl builds it for a run."""
 
 import math
 import random
@@ -12,27 +13,28 @@ from recipes.methods import cw_grpo
 from recipes.methods.cw_grpo import ALL_OPTIONS, CWSettings, cw_metrics, cw_weights, parse_name
 
 
-class Cfg:
-    """The attributes verl's ActorConfig gives the vanilla loss."""
+@pytest.fixture(scope="module")
+def config():
+    """verl's FSDPActorConfig for cw_grpo_open_rs: the preset composed, then verl's own
+    omega_conf_to_dataclass (as tests/test_on_policy.py builds it), the object the loss receives."""
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.workers.config import ActorConfig
 
-    clip_ratio = clip_ratio_low = clip_ratio_high = 0.2
-    global_batch_info: dict = {}
+    from recipes.train import compose
 
-    def get(self, key, default=None):
-        return {"clip_ratio_c": 3.0}.get(key, default)
-
-
-CFG = Cfg()
+    actor = omega_conf_to_dataclass(compose(["experiment=cw_grpo_open_rs"]).actor_rollout_ref.actor)
+    assert isinstance(actor, ActorConfig)
+    return actor
 
 
-def vanilla(old, new, adv, mask):
+def vanilla(old, new, adv, mask, config, loss_agg_mode="token-mean"):
     from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla
 
-    return compute_policy_loss_vanilla(old, new, adv, mask, loss_agg_mode="token-mean", config=CFG)[0]
+    return compute_policy_loss_vanilla(old, new, adv, mask, loss_agg_mode=loss_agg_mode, config=config)[0]
 
 
 # ------------------------------------------------------------------------------- by hand
-def test_hand_computed_example():
+def test_hand_computed_example(config):
     log_prob = torch.tensor([[-1.0, -2.0, -3.0], [-1.0, -1.0, 0.0]])
     adv = torch.tensor([[1.0, 1.0, 1.0], [-1.0, -1.0, -1.0]])
     mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
@@ -58,10 +60,17 @@ def test_hand_computed_example():
     assert metrics["cw_grpo/cov_neg_top_40pct"] == pytest.approx(-0.92)  # k = 2: (-1.12 - 0.72) / 2
     assert metrics["cw_grpo/cov_neg_top_100pct"] == pytest.approx(-0.72)  # (-0.32 - 1.12 - 1.44) / 4
 
-    # the loss is the vanilla loss with w~ A in place of A
+    # the loss is the vanilla loss with w~ A in place of A, under the aggregation verl passes: the
+    # default token mean, and the preset's mean over sequences of their token means
     old = log_prob - 0.05
-    loss, _ = cw_grpo.LOSSES["cw_grpo"](old, log_prob, adv, mask, config=CFG)
-    assert loss.item() == pytest.approx(vanilla(old, log_prob, got * adv, mask).item())
+    loss, _ = cw_grpo.LOSSES["cw_grpo"](old, log_prob, adv, mask, config=config)
+    assert loss.item() == pytest.approx(vanilla(old, log_prob, got * adv, mask, config).item())
+    assert config.loss_agg_mode != "token-mean"  # the preset's: seq-mean-token-mean
+    loss, _ = cw_grpo.LOSSES["cw_grpo"](
+        old, log_prob, adv, mask, loss_agg_mode=config.loss_agg_mode, config=config
+    )
+    expect = vanilla(old, log_prob, got * adv, mask, config, config.loss_agg_mode).item()
+    assert loss.item() == pytest.approx(expect)
 
 
 # ----------------------------------------------------------------------- plain reference
@@ -106,7 +115,7 @@ def random_batch(seed, b=6, t=12):
 
 @pytest.mark.parametrize("opts", ALL_OPTIONS, ids=lambda o: o.name)
 @pytest.mark.parametrize("seed", range(4))
-def test_matches_the_reference_on_random_inputs(opts, seed):
+def test_matches_the_reference_on_random_inputs(opts, seed, config):
     log_prob, adv, mask = random_batch(seed)
     got, _, _ = cw_weights(log_prob, adv, mask, opts)
     expect = reference_weights(log_prob.tolist(), adv.tolist(), mask.tolist(), opts)
@@ -114,28 +123,28 @@ def test_matches_the_reference_on_random_inputs(opts, seed):
         n = int(mask[i].sum())
         assert got[i, :n].tolist() == pytest.approx(expect[i], rel=1e-9)
     old = log_prob + 0.1 * torch.randn_like(log_prob)
-    loss, metrics = cw_grpo.LOSSES[opts.name](old, log_prob, adv, mask, config=CFG)
+    loss, metrics = cw_grpo.LOSSES[opts.name](old, log_prob, adv, mask, config=config)
     ref_w = torch.ones_like(log_prob)
     for i in range(len(mask)):
         ref_w[i, : int(mask[i].sum())] = torch.tensor(expect[i], dtype=torch.float64)
-    assert loss.item() == pytest.approx(vanilla(old, log_prob, ref_w * adv, mask).item(), rel=1e-9)
+    assert loss.item() == pytest.approx(vanilla(old, log_prob, ref_w * adv, mask, config).item(), rel=1e-9)
     assert math.isfinite(metrics["cw_grpo/weight_min"])
 
 
 # ------------------------------------------------------------------------------ gradients
-def test_detached_weights_give_the_vanilla_gradient_at_fixed_weights_and_grad_option_differs():
+def test_detached_weights_give_the_vanilla_gradient_at_fixed_weights_and_grad_option_differs(config):
     log_prob, adv, mask = random_batch(11)
     old = (log_prob + 0.05 * torch.randn_like(log_prob)).detach()
 
     def grad_of(loss_name):
         lp = log_prob.clone().requires_grad_(True)
-        loss, _ = cw_grpo.LOSSES[loss_name](old, lp, adv, mask, config=CFG)
+        loss, _ = cw_grpo.LOSSES[loss_name](old, lp, adv, mask, config=config)
         loss.backward()
         return lp.grad
 
     w, _, _ = cw_weights(log_prob, adv, mask)
     lp = log_prob.clone().requires_grad_(True)
-    vanilla(old, lp, w.detach() * adv, mask).backward()
+    vanilla(old, lp, w.detach() * adv, mask, config).backward()
     detached = grad_of("cw_grpo")
     assert torch.allclose(detached, lp.grad, atol=1e-12)
 
@@ -147,17 +156,17 @@ def test_detached_weights_give_the_vanilla_gradient_at_fixed_weights_and_grad_op
     plus, minus = log_prob.clone(), log_prob.clone()
     plus[i, t] += h
     minus[i, t] -= h
-    f = lambda x: cw_grpo.LOSSES["cw_grpo-grad"](old, x, adv, mask, config=CFG)[0].item()  # noqa: E731
+    f = lambda x: cw_grpo.LOSSES["cw_grpo-grad"](old, x, adv, mask, config=config)[0].item()  # noqa: E731
     assert through[i, t].item() == pytest.approx((f(plus) - f(minus)) / (2 * h), rel=1e-4, abs=1e-8)
 
 
 # ------------------------------------------------------------------------------ invariances
 @pytest.mark.parametrize("opts", [CWSettings(), CWSettings(logp_per_sequence=True)], ids=lambda o: o.name)
-def test_padding_and_sample_order_do_not_change_the_result(opts):
+def test_padding_and_sample_order_do_not_change_the_result(opts, config):
     log_prob, adv, mask = random_batch(5)
     old = log_prob - 0.1
     name = opts.name
-    loss, _ = cw_grpo.LOSSES[name](old, log_prob, adv, mask, config=CFG)
+    loss, _ = cw_grpo.LOSSES[name](old, log_prob, adv, mask, config=config)
     w, _, _ = cw_weights(log_prob, adv, mask, opts)
 
     pad = 7  # more padding columns, filled with garbage
@@ -167,14 +176,14 @@ def test_padding_and_sample_order_do_not_change_the_result(opts):
     ]
     wide_mask = torch.cat([mask, torch.zeros(mask.shape[0], pad, dtype=mask.dtype)], 1)
     loss_wide, _ = cw_grpo.LOSSES[name](
-        torch.cat([old, torch.zeros_like(old[:, :pad])], 1), *wide, wide_mask, config=CFG
+        torch.cat([old, torch.zeros_like(old[:, :pad])], 1), *wide, wide_mask, config=config
     )
     assert loss_wide.item() == pytest.approx(loss.item(), rel=1e-12)
     w_wide, _, _ = cw_weights(*wide, wide_mask, opts)
     assert torch.allclose(w_wide[:, : mask.shape[1]][mask > 0], w[mask > 0])
 
     perm = torch.randperm(log_prob.shape[0], generator=torch.Generator().manual_seed(0))
-    loss_perm, _ = cw_grpo.LOSSES[name](old[perm], log_prob[perm], adv[perm], mask[perm], config=CFG)
+    loss_perm, _ = cw_grpo.LOSSES[name](old[perm], log_prob[perm], adv[perm], mask[perm], config=config)
     assert loss_perm.item() == pytest.approx(loss.item(), rel=1e-12)
 
 
@@ -191,7 +200,7 @@ def test_all_positions_option_does_depend_on_padding():
 
 # ------------------------------------------------------------------------------ degenerate
 @pytest.mark.parametrize("opts", ALL_OPTIONS, ids=lambda o: o.name)
-def test_degenerate_batches_give_the_vanilla_loss(opts):
+def test_degenerate_batches_give_the_vanilla_loss(opts, config):
     log_prob, _, mask = random_batch(3)
     old = log_prob - 0.2
     cases = {
@@ -204,9 +213,9 @@ def test_degenerate_batches_give_the_vanilla_loss(opts):
         "constant log-probs (sigma 0)": (torch.full_like(log_prob, -1.0), torch.randn_like(log_prob), mask),
     }
     for what, (lp, adv, m) in cases.items():
-        loss, metrics = cw_grpo.LOSSES[opts.name](old, lp, adv, m, config=CFG)
+        loss, metrics = cw_grpo.LOSSES[opts.name](old, lp, adv, m, config=config)
         assert math.isfinite(loss.item()), what
-        assert loss.item() == pytest.approx(vanilla(old, lp, adv, m).item(), rel=1e-12), what
+        assert loss.item() == pytest.approx(vanilla(old, lp, adv, m, config).item(), rel=1e-12), what
         assert all(math.isfinite(v) for v in metrics.values()), (what, metrics)
         assert metrics["cw_grpo/weight_min"] == 1.0, what
 

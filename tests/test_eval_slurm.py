@@ -1,7 +1,8 @@
 """The evaluation Slurm scripts (convert.sbatch, eval_iterative.sbatch, eval_checkpoint.sbatch):
-shellcheck, the commands they print under DRY_RUN=1, their argument checks, and their real path
-(inside a fake Slurm job) against a fake `python` that records its arguments. No Slurm or GPU
-needed; a few seconds."""
+shellcheck, the commands they print under DRY_RUN=1, their argument checks, and the scripts run as
+a job (no DRY_RUN, SLURM_JOB_ID set by hand) with a stand-in `python` that records its arguments in
+place of eval.convert and eval.run (the GPU programs). No Slurm or GPU needed; a few seconds. The
+real programs run in tests/test_slurm_cluster.py's convert and iterative-evaluation jobs."""
 
 import json
 import os
@@ -157,7 +158,11 @@ def _calls(tmp_path: Path) -> list[list[str]]:
     return [line.split("\x1f")[:-1] for line in (tmp_path / "python_args").read_text().splitlines()]
 
 
-def test_real_path_runs_convert_then_eval_in_the_repo_and_propagates_status(tmp_path):
+def test_job_with_stand_in_python_runs_convert_then_eval_in_the_repo_and_propagates_status(tmp_path):
+    """Stand-ins: `python` (eval.convert loads a verl checkpoint and eval.run starts vLLM on a GPU,
+    which cannot run here) and the Slurm job (SLURM_JOB_ID set by hand); the scripts are the real
+    ones, run as a job. The stand-in records each call's arguments and working folder and exits
+    with the status the test gives it."""
     step = _verl_step(tmp_path / "run1", 5)
     env = _fake_python(tmp_path)
     proc = _run(SCRIPTS[2], str(step), "--repeats", "1", **env)

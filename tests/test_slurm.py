@@ -1,8 +1,10 @@
 """Slurm launch scripts (scripts/slurm/): shellcheck on every shell script under scripts/, the
 submit path (`python -m recipes.submit`: each preset's resources from its YAML), the commands
-train.sbatch prints under DRY_RUN=1, and its real code path (cluster wait, exit status,
-teardown, SIGTERM) against fake `srun`, `ray` and `python` executables. No Slurm, Ray or GPU
-needed; the whole file runs in a few seconds."""
+train.sbatch prints under DRY_RUN=1, and the script run as a job (no DRY_RUN: cluster wait, exit
+status, teardown, SIGTERM) with stand-in `srun`, `ray` and `python` executables, the tests named
+`test_job_with_stand_in_srun_ray_python_*`: a Slurm cluster, a Ray cluster and a GPU cannot run here.
+The real binaries run in tests/test_slurm_cluster.py (a local two-node Slurm, `pytest -m slurm`).
+No Slurm, Ray or GPU needed; the whole file runs in a few seconds."""
 
 import os
 import re
@@ -592,7 +594,7 @@ def test_refuses_to_run_outside_slurm_without_dry_run():
     assert "not inside a Slurm job" in proc.stderr and "DRY_RUN=1" in proc.stderr
 
 
-# ------------------------------------------------------------- real code path, fake binaries
+# ------------------------------------- the job's own code path, stand-in srun, ray and python
 
 FAKE_SRUN = """#!/bin/bash
 echo "srun $*" >>"$FAKE_DIR/log"
@@ -696,7 +698,10 @@ def _assert_torn_down(tmp_path: Path):
         )
 
 
-def test_real_path_propagates_training_exit_status_and_tears_down(fake):
+def test_job_with_stand_in_srun_ray_python_propagates_exit_status_and_tears_down(fake):
+    """Stand-ins: `srun`, `ray` and `python` (no Slurm, Ray cluster or GPU here); the script is the
+    real train.sbatch, run as a job (no DRY_RUN). The trainer's exit status is the job's; both
+    `ray start`s get one fresh token; the teardown sweeps both nodes and copies Ray's logs."""
     tmp_path, env = fake
     env.update(FAKE_PROBE="2 16", FAKE_TRAIN_RC="3")
     proc = _sbatch(env, *USER_ARGS)
@@ -717,7 +722,10 @@ def test_real_path_propagates_training_exit_status_and_tears_down(fake):
     assert token not in proc.stdout + proc.stderr
 
 
-def test_real_path_checks_every_nodes_driver_before_ray_starts(fake):
+def test_job_with_stand_in_srun_ray_python_checks_every_nodes_driver_first(fake):
+    """Stand-ins: `srun`, `ray` and `python` (no Slurm, Ray cluster or GPU here); the script is the
+    real train.sbatch, run as a job (no DRY_RUN). The driver check runs once per node through
+    srun before any `ray start`; an old driver on a node stops the job with exit 2."""
     tmp_path, env = fake
     env.update(FAKE_PROBE="2 16")
     proc = _sbatch(env, "experiment=foo")
@@ -735,7 +743,10 @@ def test_real_path_checks_every_nodes_driver_before_ray_starts(fake):
     assert not [line for line in _log(tmp_path) if line.startswith("ray ")]
 
 
-def test_real_path_a_finished_run_starts_no_ray_cluster(fake):
+def test_job_with_stand_in_srun_ray_python_starts_no_ray_for_a_finished_run(fake):
+    """Stand-ins: `srun`, `ray` and `python` (no Slurm, Ray cluster or GPU here); the script is the
+    real train.sbatch, run as a job (no DRY_RUN). The stand-in preflight says the run is done:
+    no srun, no `ray start`, and recipes.train is called without --check to say so."""
     tmp_path, env = fake
     env.update(FAKE_PROBE="2 16", FAKE_DONE="1")
     proc = _sbatch(env, "experiment=foo")
@@ -756,7 +767,8 @@ def test_preflight_and_finished_run_get_the_training_commands_arguments_output_d
     """OUTPUT_DIR names the run folder for the preflight (`--check`: its same-run and done checks)
     and the finished-run path too, not only for the training: all three get one argument list. The
     only difference: GPUS_PER_NODE given by neither the user nor Slurm is added after the
-    preflight, which learns the platform it defaults from."""
+    preflight, which learns the platform it defaults from. Stand-ins: `srun`, `ray` and `python`
+    (no Slurm, Ray cluster or GPU here); they record the arguments train.sbatch gives them."""
     tmp_path, env = fake
     env.update(FAKE_PROBE="2 16", OUTPUT_DIR="/ckpt/run 1")
     ours = ["recipes.output_dir=/ckpt/run 1", *USER_ARGS, "trainer.nnodes=2"]
@@ -787,7 +799,10 @@ def test_preflight_and_finished_run_get_the_training_commands_arguments_output_d
     assert _train_args(_train(cmds)) == [*ours, "trainer.n_gpus_per_node=4"]
 
 
-def test_real_path_ray_auth_can_be_given_or_disabled(fake):
+def test_job_with_stand_in_srun_ray_python_takes_given_or_disabled_ray_auth(fake):
+    """Stand-ins: `srun`, `ray` and `python` (no Slurm, Ray cluster or GPU here); the script is the
+    real train.sbatch, run as a job (no DRY_RUN). A given RAY_AUTH_TOKEN reaches the trainer;
+    RAY_AUTH_MODE=disabled passes no token."""
     tmp_path, env = fake
     env.update(FAKE_PROBE="2 16", RAY_AUTH_TOKEN="given-token")
     proc = _sbatch(env, "experiment=foo")
@@ -800,7 +815,10 @@ def test_real_path_ray_auth_can_be_given_or_disabled(fake):
     assert (tmp_path / "train_auth").read_text().split() == ["disabled", "unset"]
 
 
-def test_real_path_times_out_waiting_for_gpus(fake):
+def test_job_with_stand_in_srun_ray_python_times_out_waiting_for_gpus(fake):
+    """Stand-ins: `srun`, `ray` and `python` (no Slurm, Ray cluster or GPU here); the script is the
+    real train.sbatch, run as a job (no DRY_RUN). The stand-in cluster probe reports 1 of 2 nodes:
+    the job stops after RAY_WAIT_TIMEOUT with the counts, no training, Ray torn down."""
     tmp_path, env = fake
     env.update(FAKE_PROBE="1 8", RAY_WAIT_TIMEOUT="1")
     proc = _sbatch(env, "experiment=foo")
@@ -810,7 +828,10 @@ def test_real_path_times_out_waiting_for_gpus(fake):
     _assert_torn_down(tmp_path)
 
 
-def test_real_path_fails_fast_when_ray_start_dies(fake):
+def test_job_with_stand_in_srun_ray_python_fails_fast_when_ray_start_dies(fake):
+    """Stand-ins: `srun`, `ray` and `python` (no Slurm, Ray cluster or GPU here); the script is the
+    real train.sbatch, run as a job (no DRY_RUN). The stand-in `ray start` exits 1: the job
+    stops within seconds, not after RAY_WAIT_TIMEOUT."""
     tmp_path, env = fake
     env.update(FAKE_PROBE="0 0", FAKE_RAY_START_FAIL="1", RAY_WAIT_TIMEOUT="20")
     t0 = time.monotonic()
@@ -820,7 +841,10 @@ def test_real_path_fails_fast_when_ray_start_dies(fake):
     assert not (tmp_path / "train_args").exists()
 
 
-def test_real_path_sigterm_stops_training_and_ray(fake):
+def test_job_with_stand_in_srun_ray_python_stops_training_and_ray_on_sigterm(fake):
+    """Stand-ins: `srun`, `ray` and `python` (no Slurm, Ray cluster or GPU here); the script is the
+    real train.sbatch, run as a job (no DRY_RUN). SIGTERM (Slurm's scancel) while the stand-in
+    trainer sleeps: exit 128 + 15, the trainer stopped, Ray torn down."""
     tmp_path, env = fake
     env.update(FAKE_PROBE="2 16", FAKE_TRAIN_SLEEP="30")
     proc = subprocess.Popen(
@@ -889,9 +913,12 @@ def cached(fake):
     return tmp_path, env, snap, closed
 
 
-def test_real_path_sets_hf_hub_offline_when_the_presets_hub_model_is_cached(cached):
-    """first_gpu_run's model is a hub id, cached whole: the trainer and every `ray start` get
-    HF_HUB_OFFLINE=1 (and HF_DATASETS_OFFLINE=1)."""
+def test_job_with_stand_in_srun_ray_python_sets_hf_hub_offline_for_a_cached_hub_model(cached):
+    """Stand-ins: `srun`, `ray` and `python` (no Slurm, Ray cluster or GPU here); the script is the
+    real train.sbatch, run as a job (no DRY_RUN). The stand-in `python` hands
+    `recipes.offline` to the real interpreter, on real caches: first_gpu_run's model is a hub id,
+    cached whole, so the trainer and every `ray start` get HF_HUB_OFFLINE=1 (and
+    HF_DATASETS_OFFLINE=1)."""
     tmp_path, env, snap, _ = cached
     proc = _sbatch(env, "experiment=first_gpu_run")
     assert proc.returncode == 0, proc.stderr
@@ -907,7 +934,11 @@ def test_real_path_sets_hf_hub_offline_when_the_presets_hub_model_is_cached(cach
     ]
 
 
-def test_real_path_stops_before_ray_when_the_model_is_missing_and_the_hub_unreachable(cached):
+def test_job_with_stand_in_srun_ray_python_stops_before_ray_without_model_or_hub(cached):
+    """Stand-ins: `srun`, `ray` and `python` (no Slurm, Ray cluster or GPU here); the script is the
+    real train.sbatch, run as a job (no DRY_RUN). The stand-in `python` hands
+    `recipes.offline` to the real interpreter: with the model's weights gone from the cache and the
+    Hub a closed port, the job stops with exit 2 naming what to fetch, before any `ray start`."""
     tmp_path, env, snap, closed = cached
     (snap / "model.safetensors").unlink()
     proc = _sbatch(env, "experiment=first_gpu_run")
@@ -917,7 +948,10 @@ def test_real_path_stops_before_ray_when_the_model_is_missing_and_the_hub_unreac
     assert not [line for line in _log(tmp_path) if line.startswith("ray ")]
 
 
-def test_real_path_leaves_hf_hub_offline_unset_when_something_will_be_downloaded(fake):
+def test_job_with_stand_in_srun_ray_python_leaves_hf_hub_offline_unset_for_a_download(fake):
+    """Stand-ins: `srun`, `ray` and `python` (no Slurm, Ray cluster or GPU here); the script is the
+    real train.sbatch, run as a job (no DRY_RUN). The stand-in `recipes.offline`
+    answers `online: ...`: HF_HUB_OFFLINE stays unset (a user's own value is kept)."""
     tmp_path, env = fake
     env.update(FAKE_PROBE="2 16")  # the stand-in answers `online: ...`
     proc = _sbatch(env, "experiment=foo")
