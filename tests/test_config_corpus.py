@@ -112,7 +112,7 @@ def test_every_hostile_config_is_one_config_error_line_and_exit_2(tiny_model, tm
         check_config(compose(["experiment=demo_cpu", *args]))
 
 
-def test_check_takes_verbose_and_cfg_job_and_prints_the_runs_real_folder(
+def test_check_takes_verbose_and_cfg_job_and_prints_the_runs_own_folder(
     tiny_model, tmp_path, capfd, monkeypatch
 ):
     """`--check -v --cfg job` was a traceback, and `--cfg job` printed output_dir .../None for a run

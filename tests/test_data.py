@@ -463,7 +463,7 @@ def test_ensure_data_generates_toy_once_and_regenerates_on_new_settings(tmp_path
     assert data.read_meta(train)["params"]["seed"] == 6
 
 
-def test_ensure_data_real_dataset_missing_says_what_to_run(tmp_path, monkeypatch):
+def test_ensure_data_downloaded_dataset_missing_says_what_to_run(tmp_path, monkeypatch):
     monkeypatch.setenv("RECIPES_CACHE", str(tmp_path / "cache"))
     with pytest.raises(FileNotFoundError, match=r"python -m recipes\.tools\.data prepare math_l3to5$"):
         data.ensure_data("math_l3to5")

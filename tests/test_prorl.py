@@ -218,7 +218,7 @@ def test_a_flat_model_does_not_reset_on_noise():
     assert min(before) >= 10, before
 
 
-def test_a_real_degradation_fires_at_the_next_validation():
+def test_a_true_degradation_fires_at_the_next_validation():
     """80% for 1,000 steps, then 75%: val_decline at the first validation after the fall in every
     run (before it, at most the one noise reset a flat model may have). With one sample per
     question the bound (7.8-10.8 points) lets the same fall go unseen for longer in most runs,
@@ -237,7 +237,7 @@ def test_a_real_degradation_fires_at_the_next_validation():
     assert sum(not f or f[0][0] > 1000 + every for f in late) >= len(SEEDS) // 2, late
 
 
-def test_a_real_plateau_fires_once_after_the_improvement_stops():
+def test_a_true_plateau_fires_once_after_the_improvement_stops():
     """60% rising to 80% over 600 steps, then flat: a val_plateau reset within 400 steps of the
     rise's end in every run, and the flat 1,000 steps after it are no plateau of improvements
     (nothing fires there). A rise of 0.67 points per validation can also stall for 4 validations
