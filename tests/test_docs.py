@@ -31,6 +31,13 @@ def rel(path: Path) -> str:
     return str(path.relative_to(REPO))
 
 
+def at_least(found, floor: int, what: str) -> None:
+    """Each test checks what its pattern finds; a pattern that an edit broke would find nothing and
+    pass. Each floor is about 90% of what the docs held on 2026-11-29 (the count in each call's
+    comment): room for edits to the docs, none for a pattern that finds a fraction of them."""
+    assert len(found) >= floor, f"only {len(found)} {what} found (at least {floor}): is its pattern broken?"
+
+
 def commands(text: str) -> list[str]:
     """Shell commands in `text`: the lines of fenced blocks (continuation lines joined, comments
     and prompts dropped) and inline code spans that start with python, sbatch or make."""
@@ -65,20 +72,46 @@ def comment_text(path: Path) -> str:
     )
 
 
+def test_commands_reads_every_kind_of_command_the_docs_write():
+    """The extractor the tests above share, on a sample whose commands are known: fenced blocks
+    with and without a language, a continued line, comments and prompts dropped, inline spans
+    that run python, sbatch or make (a kind of command the pattern drops may be too few for a floor)."""
+    text = (
+        "Run `python -m eval.run --help` or `X=1 make test`; `ls` is not one.\n"
+        "```bash\n$ python -m recipes.train \\\n  experiment=demo_cpu  # the demo\n# a comment\n\nmake demo\n```\n"
+        "```\nsbatch scripts/slurm/train.sbatch\n```\n"
+        "```text\nnot run, but read as the others\n```\n"
+    )
+    assert commands(text) == [
+        "python -m recipes.train    experiment=demo_cpu",
+        "make demo",
+        "sbatch scripts/slurm/train.sbatch",
+        "not run, but read as the others",
+        "python -m eval.run --help",
+        "X=1 make test",
+    ]
+
+
 # ------------------------------------------------------------------------------ modules, scripts
 def test_every_python_module_and_script_the_docs_run_exists():
-    missing = []
+    missing, modules, scripts = [], [], []
     sources = [*((f, c) for f, c in all_commands()), *((rel(p), comment_text(p)) for p in COMMENTED)]
     for where, text in sources:
         for module in re.findall(r"python3? -m ([A-Za-z_][\w.]*)", text):
+            modules.append(module)
             if importlib.util.find_spec(module.split(".")[0]) is None or not _module_exists(module):
                 missing.append(f"{where}: python -m {module}")
         for script in re.findall(
             r"(?:python3?|bash|sbatch|sh)(?: [-\w=]+)* ((?:scripts|tests|recipes)/[\w/.-]+)", text
         ):
-            if not PLACEHOLDER.search(script) and not (REPO / script).exists():
-                missing.append(f"{where}: {script}")
+            if not PLACEHOLDER.search(script):
+                scripts.append(script)
+                if not (REPO / script).exists():
+                    missing.append(f"{where}: {script}")
     assert not missing, "\n".join(missing)
+    at_least(all_commands(), 435, "shell commands")  # 485
+    at_least(set(modules), 16, "distinct `python -m` modules")  # 18
+    at_least(scripts, 65, "script paths")  # 73
 
 
 @functools.cache
@@ -102,9 +135,9 @@ def _module_exists(module: str) -> bool:
 def test_every_path_the_docs_name_exists():
     """Backticked paths into the project's own folders (no placeholders). `eval/` is also a run's
     results folder and the prefix of eval.iterate's metrics, `grader/` the prefix of the trainer's
-    grading metrics: only their modules count."""
-    roots = ("recipes/", "prompt_templates/", "configs/", "scripts/", "tests/", "docs/")
-    missing = []
+    grading metrics (and the old name of rewards/, not checked): only their modules count."""
+    roots = ("recipes/", "rewards/", "prompt_aug/", "configs/", "scripts/", "tests/", "docs/")
+    missing, checked = [], []
     for doc in DOCS:
         prose = doc.read_text()
         for span in re.findall(r"`([^`\n]+)`", prose):
@@ -113,20 +146,40 @@ def test_every_path_the_docs_name_exists():
                 ours = token.startswith(roots) or (
                     token.startswith(("eval/", "grader/")) and token.endswith(".py")
                 )
-                if ours and not PLACEHOLDER.search(token) and not (REPO / token).exists():
-                    missing.append(f"{rel(doc)}: {token}")
+                if ours and not PLACEHOLDER.search(token):
+                    checked.append(token)
+                    if not (REPO / token).exists():
+                        missing.append(f"{rel(doc)}: {token}")
     assert not missing, "\n".join(missing)
+    at_least(set(checked), 105, "distinct paths")  # 118
+
+
+def test_every_test_the_docs_cite_exists():
+    """`tests/FILE.py::name` in the docs (bad_input.md's table cites the test behind each promise)
+    names a test function that exists: a renamed test leaves no dangling citation."""
+    import re
+
+    cited = {m for doc in DOCS for m in re.findall(r"(tests/\w+\.py)::(\w+)", doc.read_text())}
+    assert len(cited) >= 40
+    missing = [
+        f"{f}::{name}"
+        for f, name in sorted(cited)
+        if not re.search(rf"^(async )?def {name}\(", (REPO / f).read_text(), re.M)
+    ]
+    assert missing == []
 
 
 def test_every_make_target_the_docs_use_exists():
     targets = set(re.findall(r"^([\w-]+):", (REPO / "Makefile").read_text(), re.M))
-    missing = [
-        f"{where}: make {target}"
+    used = [
+        (where, target)
         for where, command in all_commands()
         for target in re.findall(r"\bmake ([a-z][\w-]*)", command)
-        if target not in targets
     ]
+    missing = [f"{where}: make {target}" for where, target in used if target not in targets]
     assert not missing, "\n".join(missing)
+    at_least(targets, 8, "Makefile targets")  # 10
+    at_least({target for _, target in used}, 6, "distinct make targets in the docs")  # 8
 
 
 # ------------------------------------------------------------------------------ links
@@ -147,12 +200,13 @@ def anchors(path: Path) -> set[str]:
 
 
 def test_every_link_and_anchor_resolves():
-    broken = []
+    broken, links = [], []
     for doc in DOCS:
         text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)
         for link in re.findall(r"\]\(([^)\s]+)\)", text):
             if link.startswith(("http://", "https://", "mailto:")):
                 continue
+            links.append(link)
             path, _, anchor = link.partition("#")
             target = (doc.parent / path).resolve() if path else doc
             if not target.exists() or REPO not in target.parents:
@@ -160,6 +214,9 @@ def test_every_link_and_anchor_resolves():
             elif anchor and target.suffix == ".md" and anchor not in anchors(target):
                 broken.append(f"{rel(doc)}: {link} (no such heading)")
     assert not broken, "\n".join(broken)
+    at_least(links, 240, "links into the project")  # 270
+    at_least([link for link in links if "#" in link], 155, "links to a heading")  # 173
+    at_least([a for doc in DOCS for a in anchors(doc)], 155, "headings")  # 174
 
 
 # ------------------------------------------------------------------------------ configs
@@ -188,25 +245,27 @@ def test_every_config_group_option_the_docs_use_exists():
     texts = [(where, " ".join(args)) for where, args in train_commands()]
     texts += [(rel(p), comment_text(p)) for p in COMMENTED]
     texts += [(rel(d), " ".join(re.findall(r"`([^`\n]+)`", d.read_text()))) for d in DOCS]
+    checked = set()
     for where, text in texts:
         for group, value in re.findall(rf"(?<![\w.@/+~])({'|'.join(GROUPS)})=(\[[^\]]*\]|[\w-]+)", text):
             for name in value.strip("[]").split(","):
                 name = name.strip()
-                if (
-                    name
-                    and not PLACEHOLDER.search(name)
-                    and not (REPO / "configs" / group / f"{name}.yaml").is_file()
-                ):
-                    missing.append(f"{where}: {group}={name}")
+                if name and not PLACEHOLDER.search(name):
+                    checked.add(f"{group}={name}")
+                    if not (REPO / "configs" / group / f"{name}.yaml").is_file():
+                        missing.append(f"{where}: {group}={name}")
     assert not missing, "\n".join(sorted(set(missing)))
+    at_least(checked, 33, "distinct group options")  # 37
+    at_least({option.split("=")[0] for option in checked}, len(GROUPS), "config groups")  # all 5
 
 
 @pytest.mark.slow  # composes each documented command's config (~0.3 s each)
 def test_every_key_the_docs_set_on_the_command_line_exists():
     from recipes.train import compose
 
-    missing = []
-    for where, args in train_commands():
+    missing, keys = [], set()
+    commands = train_commands()
+    for where, args in commands:
         if any(PLACEHOLDER.search(a) for a in args):
             args = [a for a in args if not PLACEHOLDER.search(a.split("=", 1)[1] if "=" in a else a)]
         groups = [a for a in args if a.split("=", 1)[0] in GROUPS]
@@ -217,9 +276,12 @@ def test_every_key_the_docs_set_on_the_command_line_exists():
             key = arg.split("=", 1)[0]
             if key in GROUPS or key.startswith(("+", "~", "hydra.")):
                 continue
+            keys.add(key)
             if OmegaConf.select(cfg, key, default="<absent>", throw_on_missing=False) == "<absent>":
                 missing.append(f"{where}: {key}")
     assert not missing, "\n".join(sorted(set(missing)))
+    at_least(commands, 63, "training commands")  # 70
+    at_least(keys, 10, "distinct keys set on a training command line")  # 11
 
 
 # ------------------------------------------------------------------------------ flags
@@ -240,7 +302,7 @@ def flag_uses() -> dict[str, set[tuple[str, str]]]:
                 word == "-m"
                 and i + 1 < len(w)
                 and w[i + 1] not in ("recipes.train", "recipes.submit")  # Hydra's; submit's are sbatch's
-                and w[i + 1].split(".")[0] in ("recipes", "eval", "prompt_templates", "grader")
+                and w[i + 1].split(".")[0] in ("recipes", "eval", "prompt_aug", "rewards")
             ):
                 target, rest = w[i + 1], w[i + 2 :]
             elif word.startswith("scripts/") and word.endswith(".py"):
@@ -257,8 +319,8 @@ def flag_uses() -> dict[str, set[tuple[str, str]]]:
 
 @pytest.mark.slow  # each tool's --help in a fresh interpreter
 def test_every_flag_the_docs_pass_to_a_tool_exists():
-    missing = []
-    for target, used in sorted(flag_uses().items()):
+    missing, tools = [], flag_uses()
+    for target, used in sorted(tools.items()):
         if not used:
             continue
         cmd = [sys.executable, target] if target.endswith(".py") else [sys.executable, "-m", target]
@@ -270,10 +332,13 @@ def test_every_flag_the_docs_pass_to_a_tool_exists():
             )
             assert proc.returncode == 0, (target, proc.stderr[-2000:])
             known |= set(re.findall(r"--[\w-]+", proc.stdout))
+            assert "--help" in known, (target, proc.stdout[:500])  # the pattern reads its --help
             subcommands = re.search(r"^usage: \S+ \[-h\] \{([\w,-]+)\}", proc.stdout)
             helps += [[sub] for sub in subcommands[1].split(",")] if subcommands else []
         missing += [f"{where}: {target} {flag}" for where, flag in used if flag not in known]
     assert not missing, "\n".join(sorted(missing))
+    at_least([t for t, used in tools.items() if used], 12, "tools given flags")  # 15
+    at_least({(t, flag) for t, used in tools.items() for _, flag in used}, 51, "distinct tool flags")  # 57
 
 
 # ------------------------------------------------------------------------------ lists

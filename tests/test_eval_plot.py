@@ -1,7 +1,6 @@
 """eval.plot: one run's accuracy-vs-step plot and the CLI that overlays several runs' results."""
 
 import json
-import os
 import struct
 import subprocess
 import sys
@@ -77,13 +76,12 @@ def test_malformed_results_and_an_unwritable_out_are_one_line_not_a_traceback(tm
         err = capsys.readouterr().err
         assert err.startswith(f"error: {path}: ") and err.count("\n") == 1, (name, err)
     assert not out.exists()
-    locked = tmp_path / "locked"
-    locked.mkdir(mode=0o500)
-    target = locked / "sub" / "x.png"
+    # a folder no user can make, root included (CI runs as root, who writes past any mode bits)
+    target = Path("/proc/eval-plot-test/x.png")
     code = plot.main([str(good), "--out", str(target)])
     err = capsys.readouterr().err
-    if os.geteuid() != 0:  # root writes anywhere
-        assert code == 2 and err.startswith(f"error: cannot write {target}: ") and err.count("\n") == 1
+    assert code == 2 and err.startswith(f"error: cannot write {target}: ") and err.count("\n") == 1, err
+    assert not target.parent.exists()
     file_in_the_way = tmp_path / "file"
     file_in_the_way.write_text("x")
     assert plot.main([str(good), "--out", str(file_in_the_way / "x.png")]) == 2
@@ -145,11 +143,11 @@ def test_eval_results_reach_the_training_runs_tensorboard(tmp_path):
     assert points == [(20, 40.0), (40, 50.0)]
 
 
-def wandb_history(path: Path) -> list[dict]:
-    """The history rows of an offline wandb run file (a leveldb-style log of protobuf records)."""
+def wandb_records(path: Path) -> list:
+    """The records of an offline wandb run file (a leveldb-style log of protobuf records)."""
     from wandb.proto import wandb_internal_pb2 as pb
 
-    data, pos, block, buf, rows = path.read_bytes(), 7, 32768, b"", []  # 7: magic, key, version
+    data, pos, block, buf, records = path.read_bytes(), 7, 32768, b"", []  # 7: magic, key, version
     while pos + 7 <= len(data):
         left = block - pos % block
         if left < 7:
@@ -163,11 +161,17 @@ def wandb_history(path: Path) -> list[dict]:
             record = pb.Record()
             record.ParseFromString(buf)
             buf = b""
-            if record.WhichOneof("record_type") == "history":
-                rows.append(
-                    {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in record.history.item}
-                )
-    return rows
+            records.append(record)
+    return records
+
+
+def wandb_history(records: list) -> list[dict]:
+    """The history rows among a run file's records."""
+    return [
+        {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item}
+        for r in records
+        if r.WhichOneof("record_type") == "history"
+    ]
 
 
 def test_wandb_run_is_the_newest_folders_run_even_with_wandbs_same_second_suffix(tmp_path):
@@ -193,6 +197,9 @@ def test_eval_results_reach_the_training_runs_wandb_run(tmp_path, monkeypatch):
     from eval.iterate import log_to_wandb, run_project, wandb_run
 
     monkeypatch.setenv("WANDB_MODE", "offline")
+    # a service token inherited from a parent process makes wandb use that service, and then
+    # teardown() returns without waiting for it (service_connection.py): start our own
+    monkeypatch.delenv("WANDB_SERVICE", raising=False)
     for var in ("WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR"):  # nothing in ~/.cache
         monkeypatch.setenv(var, str(tmp_path / "wandb_home"))
     monkeypatch.chdir(tmp_path)
@@ -210,15 +217,21 @@ def test_eval_results_reach_the_training_runs_wandb_run(tmp_path, monkeypatch):
         "per_question_average": {"accuracy": {"mean": 0.4}},
     }
     assert log_to_wandb(tmp_path, "proj", 20, summary)
-    # run.finish() only tells wandb's service (wandb-core) that the run is done, without waiting:
-    # the service writes the file's last block when it closes the run, maybe after we read it.
-    # teardown() waits for the service to close every run and exit.
+    # run.finish() only sends wandb's service (wandb-core) the run's end, without waiting: the
+    # service writes the run's records to its file when it closes the run, after finish() has
+    # returned (right after it the training run's file held only its 7-byte header). Under load
+    # the test read the file first: 13 of 45 runs on 2 busy cores without this wait, 0 of 95 with
+    # it. teardown() waits for the service to close every run and exit.
     wandb.teardown()
     # the resumption's folder ends in -1 when it started in the same second as the training run
     runs = sorted((tmp_path / "wandb").glob(f"offline-run-*-{train.id}*"))
     assert len(runs) == 2  # the training run, and its resumption by eval.iterate
     assert wandb_run(tmp_path) == (train.id, "offline")  # the next step resumes the same run
-    rows = wandb_history(runs[-1] / f"run-{train.id}.wandb")
+    files = [wandb_records(run / f"run-{train.id}.wandb") for run in runs]
+    for run, records in zip(runs, files, strict=True):  # written to the end: read after the service
+        assert records and records[-1].WhichOneof("record_type") == "exit", f"{run.name} is cut short"
+    assert [row["critic/score/mean"] for row in wandb_history(files[0])] == [0.5]
+    rows = wandb_history(files[1])
     assert len(rows) == 1
     assert rows[0]["eval/training_step"] == 20 and rows[0]["eval/math500"] == pytest.approx(42.0)
     assert rows[0]["eval/per-question average"] == pytest.approx(40.0)

@@ -4,9 +4,7 @@ runs code; hung and killed workers are replaced and the pool keeps working."""
 import contextlib
 import gc
 import math
-import os
 import re
-import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -17,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader import compute_score, grade_batch
-from grader.extract import (
+from rewards import compute_score, grade_batch
+from rewards.extract import (
     MAX_ANSWERS,
     MAX_BOXED_CHARS,
     MAX_NESTING,
@@ -27,7 +25,7 @@ from grader.extract import (
     nesting_depth,
     normalize_ground_truth,
 )
-from grader.grade import ENV_TIMEOUT, Grader, default_timeout_s, get_grader
+from rewards.grade import ENV_TIMEOUT, Grader, default_timeout_s, get_grader
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The `grader` fixture (conftest) and the compute_score calls below use this time limit.
@@ -65,28 +63,78 @@ HOSTILE = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(HOSTILE))
-def test_hostile_response_is_bounded(grader, name):
+# The verdict on each, graded against "1": (status, acc, pred) in lenient mode (training), and in
+# boxed mode (evaluation) where that differs. Why each is right:
+VERDICTS = {
+    # math-verify never finishes comparing these with 1 (sympy expands the tower, or (10^10)!): the
+    # worker is killed at the time limit and the sample scores 0 (none of them is 1 either)
+    "power_tower": ("timeout", 0.0, "9^{9^{9^9}}"),
+    "power_tower_10": ("timeout", 0.0, "10^{10^{10}}"),
+    "factorial_tower": ("timeout", 0.0, "(10^{10})!"),
+    # 3,000 nines fit in a box but not in a plain number (40 digits at most): math-verify compares
+    # 10^3000 - 1 with 1, quickly, and says no
+    "huge_number": ("ok", 0.0, "9" * 3000),
+    # 5,000 or 2,000 parentheses round 1 are worth 1, but past MAX_NESTING math-verify's verdicts
+    # are wrong, so the grader says it cannot tell; in boxed mode a phrase is no answer
+    "deep_parens_phrase": ("too_deep", 0.0, DEEP),
+    "deep_parens_boxed": ("too_deep", 0.0, "(" * 2000 + "1" + ")" * 2000),
+    # no box and no phrase: the last number, 1, which is right; boxed mode reads only boxes
+    "deep_parens_bare": ("ok", 1.0, "1"),
+    # past MAX_TEXT_CHARS only the tail's last box is read, and it holds the real answer
+    "one_megabyte": ("ok", 1.0, "1"),
+    "two_thousand_boxes": ("ok", 1.0, "1"),  # the last box, not the 1,999 before it
+    "invalid_utf8": ("ok", 1.0, "1"),  # bad bytes replaced, the box intact
+    "lone_surrogates": ("ok", 1.0, "1"),
+    # no answer at all
+    "empty": ("no_answer", 0.0, ""),
+    "none": ("no_answer", 0.0, ""),
+    # a million ones (not 1): past MAX_TEXT_CHARS any text may be the tail of a box, so no
+    # fallback reads a number out of it
+    "digits_1mb": ("no_answer", 0.0, ""),
+    # the tail read is all closing braces (its box opened before it) or empty boxes
+    "nested_braces_1mb": ("no_answer", 0.0, ""),
+    "empty_boxes_1mb": ("no_answer", 0.0, ""),
+    # the last box, or a box round it, holds more than MAX_BOXED_CHARS: never its tail or inside
+    "two_thousand_open_boxes": ("box_too_long", 0.0, ""),
+    "open_boxes_1mb": ("box_too_long", 0.0, ""),
+    "deep_braces": ("box_too_long", 0.0, ""),
+    "nested_boxes": ("box_too_long", 0.0, ""),
+}
+BOXED_VERDICTS = {
+    **VERDICTS,
+    "deep_parens_phrase": ("no_answer", 0.0, ""),
+    "deep_parens_bare": ("no_answer", 0.0, ""),
+}
+# (name, mode): every input in lenient mode; in boxed mode those decided without the time limit
+# (the towers' extraction is the same box in both modes, and each costs a time limit)
+VERDICT_CASES = [(n, "lenient") for n in sorted(HOSTILE)] + [
+    (n, "boxed") for n in sorted(HOSTILE) if BOXED_VERDICTS[n][0] != "timeout"
+]
+
+
+def test_every_hostile_response_has_a_verdict():
+    assert set(VERDICTS) == set(HOSTILE)
+
+
+@pytest.fixture(scope="module")
+def patient_grader():
+    """A grader whose limit no decidable input nears on a loaded machine (`huge_number` is decided
+    in about 0.4 s at load 10): a verdict other than timeout must not turn into one under load."""
+    g = Grader(num_workers=2, timeout_s=30.0)
+    yield g
+    g.close()
+
+
+@pytest.mark.parametrize("name,mode", VERDICT_CASES)
+def test_hostile_response_gets_its_verdict_in_time(grader, patient_grader, name, mode):
+    status, acc, pred = (VERDICTS if mode == "lenient" else BOXED_VERDICTS)[name]
     t0 = time.perf_counter()
-    result = grader.grade(HOSTILE[name], "1", mode="lenient")
+    result = (grader if status == "timeout" else patient_grader).grade(HOSTILE[name], "1", mode=mode)
     elapsed = time.perf_counter() - t0
     assert elapsed < BOUND_S, f"{name} took {elapsed:.1f}s"
-    assert set(result) >= {"score", "acc", "pred", "timed_out", "status"}
-    assert math.isfinite(result["score"])
-    assert result["status"] in {"ok", "no_answer", "box_too_long", "timeout", "error", "too_deep"}
-    if name in {"one_megabyte", "two_thousand_boxes", "invalid_utf8", "lone_surrogates"}:
-        assert result["acc"] == 1.0, result  # the real answer is still found
-    if name in {"empty", "none", "nested_braces_1mb", "empty_boxes_1mb"}:
-        assert result["status"] == "no_answer"
-    if name in {
-        "two_thousand_open_boxes",
-        "open_boxes_1mb",
-        "deep_braces",
-        "nested_boxes",
-    }:  # 6,000+ characters
-        assert result["status"] == "box_too_long"
-    if name in {"power_tower", "power_tower_10"}:
-        assert result["acc"] == 0.0
+    assert (result["status"], result["acc"], result["score"]) == (status, acc, acc), result
+    assert result["pred"] == pred, result["pred"][:80]
+    assert result["timed_out"] is (status == "timeout")
 
 
 def cpu_seconds(fn, *args) -> float:
@@ -108,7 +156,7 @@ def cpu_seconds(fn, *args) -> float:
 def test_extraction_is_linear_on_a_megabyte(name):
     """Extraction runs in the trainer's reward loop, outside any killable task: it must stay
     linear whatever the model wrote (the old nested brace scan took a minute on these)."""
-    from grader.extract import extract_answer
+    from rewards.extract import extract_answer
 
     # linear takes ~0.1 s on a 2-core EPYC, the quadratic scan took 38-63 s
     assert cpu_seconds(extract_answer, HOSTILE[name]) < 2.0
@@ -427,49 +475,43 @@ def _wait_for_workers(grader, timeout=15.0):
     assert len(grader.worker_pids()) == grader.num_workers
 
 
-def _busy_worker_pids(grader, n=1, min_running_s=0.0, timeout=15.0):
-    """PIDs of `n` workers that have been executing a task for at least `min_running_s`
-    (pebble internals, tests only). Killing only these is deterministic: a worker inside a task
-    holds none of the channel locks, whereas an idle one may hold the reader lock, and a SIGKILL
-    then leaves it locked (pebble waits 60 s for it)."""
-    manager = grader._get_pool()._pool_manager
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        now = time.time()
-        pids = [
-            t.worker_id
-            for t in list(manager.task_manager.tasks.values())
-            if t.worker_id and now - t.timestamp >= min_running_s
-        ]
-        if len(pids) >= n:
-            return pids
-        time.sleep(0.05)
-    raise AssertionError(f"fewer than {n} workers busy for {min_running_s} s")
+def test_a_worker_that_dies_inside_a_task_is_retried_once_on_a_fresh_worker(grader, tmp_path):
+    """A grading worker killed mid-task (the OOM killer, an operator's kill -9) costs the task one
+    retry on a fresh worker; a task that kills every worker it runs on fails after exactly two
+    attempts, and the pool refills. The tasks kill their own worker (tests/grader_worker_tasks.py):
+    the test needs no knowledge of pebble's bookkeeping of which worker took which task."""
+    import pebble
+    from grader_worker_tasks import die_in_first_attempt, die_in_task
 
-
-def test_worker_killed_mid_task_is_retried(grader):
     _wait_for_workers(grader)
-    future = grader._schedule(time.sleep, (1.0,))  # 1 s, well under the 2 s limit
-    victims = _busy_worker_pids(grader)
-    for pid in victims:
-        os.kill(pid, signal.SIGKILL)
-    assert future.result(timeout=20) is None  # retried on a fresh worker and finished
+    first = tmp_path / "first"
+    pid = grader._schedule(die_in_first_attempt, (str(first),)).result(timeout=30)
+    victim = int(first.read_text())
+    assert pid != victim  # the retry ran on another worker and returned
+    always = tmp_path / "always"
+    with pytest.raises(pebble.ProcessExpired):
+        grader._schedule(die_in_task, (str(always),)).result(timeout=30)
+    attempts = [int(p) for p in always.read_text().split()]
+    assert len(attempts) == 2 and len(set(attempts)) == 2, attempts  # one retry, on a fresh worker
     _wait_for_workers(grader)
-    assert not set(grader.worker_pids()) & set(victims)
+    assert not set(grader.worker_pids()) & {victim, *attempts}
 
 
-def test_worker_killed_mid_batch_loses_no_honest_sample(grader):
-    responses = ["\\boxed{9^{9^{9^9}}}"] * 2 + [f"\\boxed{{{k}+1}}" for k in range(30)]
-    golds = ["5"] * 2 + [str(k + 1) for k in range(30)]
+def test_workers_dying_mid_batch_lose_no_honest_sample(grader, tmp_path):
+    """Two tasks that kill their worker, run first, take down both workers twice while 30 honest
+    samples (each needs a worker: k+1 is not a plain number) wait behind them: every honest sample
+    is still graded right."""
+    import pebble
+    from grader_worker_tasks import die_in_task
+
     _wait_for_workers(grader)
-    futures = [grader.submit(r, g) for r, g in zip(responses, golds, strict=True)]
-    # both workers stuck on the power towers (a gold parse or an honest verify takes ms)
-    for pid in _busy_worker_pids(grader, n=2, min_running_s=0.3):
-        os.kill(pid, signal.SIGKILL)
-    results = [f.result(timeout=60) for f in futures]
-    assert all(r["status"] in {"timeout", "error"} and r["acc"] == 0.0 for r in results[:2])
-    assert [r["acc"] for r in results[2:]] == [1.0] * 30
-    assert grader.grade("\\boxed{\\sqrt{9}}", "1+2")["acc"] == 1.0
+    logs = [tmp_path / f"deaths{k}" for k in range(2)]
+    deaths = [grader._schedule(die_in_task, (str(log),)) for log in logs]
+    honest = [grader.submit(f"\\boxed{{{k}+1}}", str(k + 1)) for k in range(30)]
+    assert [f.result(timeout=60)["acc"] for f in honest] == [1.0] * 30
+    assert all(isinstance(f.exception(timeout=30), pebble.ProcessExpired) for f in deaths)
+    assert sum(len(log.read_text().split()) for log in logs) == 4  # each died, was retried, died
+    _wait_for_workers(grader)
 
 
 @pytest.mark.slow  # seconds of hung tasks, or fresh processes
@@ -511,7 +553,7 @@ def test_compute_score_from_a_ray_worker():
 
         @ray.remote
         def grade(response, gold):
-            from grader import compute_score
+            from rewards import compute_score
 
             return compute_score("math", response, gold, timeout_s=TEST_TIMEOUT_S, num_workers=1)
 
@@ -526,7 +568,7 @@ def test_compute_score_from_a_ray_worker():
 
 GRADE_AND_HANG = """
 import os, sys, time
-from grader.grade import Grader
+from rewards.grade import Grader
 if __name__ == "__main__":
     g = Grader(num_workers=2, timeout_s=120)
     futures = [g.submit("\\\\boxed{9^{9^{9^{9}}}}", str(k)) for k in range(2)]  # both workers busy

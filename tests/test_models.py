@@ -195,14 +195,39 @@ def test_tiny_loads_with_auto_classes_and_generates(tiny_dir, tiny_tok):
     assert tiny_tok.eos_token_id == model.generation_config.eos_token_id == config.eos_token_id == im_end
     assert tiny_tok.pad_token == "<|endoftext|>" and tiny_tok.bos_token is None
 
-    batch = tiny_tok.apply_chat_template(
-        [[{"role": "user", "content": "What is 7 + 5?"}], [{"role": "user", "content": "1+1"}]],
-        add_generation_prompt=True, return_tensors="pt", return_dict=True, padding=True,
-        padding_side="left",
-    )  # fmt: skip
-    out = model.generate(**batch, max_new_tokens=8, do_sample=False)
-    assert out.shape[0] == 2 and batch["input_ids"].shape[1] < out.shape[1] <= batch["input_ids"].shape[1] + 8
-    assert isinstance(tiny_tok.decode(out[0]), str)
+    # a batch padded on the left by hand (apply_chat_template(padding_side="left") padded on the
+    # right, and generate() continued the short prompt after its pads)
+    questions = ("What is 7 + 5?", "1+1")
+    prompts = [
+        tiny_tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True)[
+            "input_ids"
+        ]
+        for q in questions
+    ]
+    width = max(map(len, prompts))
+    ids = torch.tensor([[tiny_tok.pad_token_id] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8, do_sample=False)
+    # the independent value: greedy decoding by hand, a full forward per token (no KV cache), the
+    # positions counted from each row's first real token, pads after a row's end of sequence
+    expected, done = ids, torch.zeros(2, dtype=torch.bool)
+    with torch.no_grad():
+        while not done.all() and expected.shape[1] < width + 8:
+            attention = torch.cat([mask, torch.ones(2, expected.shape[1] - width, dtype=mask.dtype)], 1)
+            logits = model(
+                input_ids=expected,
+                attention_mask=attention,
+                position_ids=(attention.cumsum(1) - 1).clamp(min=0),
+            ).logits[:, -1]
+            token = torch.where(done, tiny_tok.pad_token_id, logits.argmax(-1))
+            done |= token == im_end
+            expected = torch.cat([expected, token[:, None]], 1)
+    assert out.tolist() == expected.tolist()
+    for row, prompt, question in zip(out.tolist(), prompts, questions, strict=True):
+        pads = width - len(prompt)  # each prompt intact after its pads
+        assert tiny_tok.decode(row[:width]) == "<|endoftext|>" * pads + (
+            f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n"
+        )
 
 
 def test_tiny_chat_template_is_chatml(tiny_tok):

@@ -24,7 +24,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from grader.grade import STATUSES
+from rewards.grade import STATUSES
 
 REPO = Path(__file__).resolve().parents[1]
 
