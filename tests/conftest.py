@@ -318,8 +318,9 @@ def e2e(recipes_cache, tiny_model, tmp_path_factory) -> SimpleNamespace:
 SLOW_FIXTURES = {"tiny_model", "smollm2_model", "e2e", "tiny", "tiny_dir", "fresh", "quick"}
 
 
-# The modules whose tests train (the `e2e` fixture): their launches share the reference run; and
-# the overhead benchmark's, whose launches (its own) run after them rather than beside them.
+# The modules whose tests train: those with the `e2e` fixture share the reference run; the
+# learning and overhead benchmarks' launches (their own) run after them rather than beside them, so
+# that no two launches share the 2 cores.
 TRAINING_MODULES = (
     "test_eval_e2e.py",
     "test_learning_bench.py",

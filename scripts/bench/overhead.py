@@ -21,6 +21,14 @@ pass) and each method added to GRPO (--variants) with the learning benchmark's s
 hostile grading step (grader_bench.py: 2,048 responses + 8 that hang math-verify) graded by verl's
 built-in math-verify reward and by ours.
 
+Before the first timed launch, one fresh interpreter warms what both sides need, so that neither
+side pays a one-time cost the other does not: each model's folder (the tiny model's build, ~40 s;
+SmolLM2's conversion from its GGUF, ~20 s), the toy data, vLLM's record of each model's class
+(~12 s on 2 cores; vLLM writes it under $RECIPES_CACHE/vllm at its first engine start) and both
+sides' imports (the disk cache, Python's bytecode). What it built, and how long that took, goes on
+a line of its own (`cache: cold, built ...` or `cache: warm`) in the output, summary.json
+(`warm_up`) and summary.md; none of it is in any launch's numbers.
+
 Start-up is the time from launch to the end of step 1 minus step 1's own time; per step the median
 of steps 2+ (verl's timing_s/step); peak memory the largest summed RSS of the launch's processes
 (sampled every 0.5 s: the machine must be otherwise idle); each the median over the repeats.
@@ -138,9 +146,97 @@ def launch(name: str, cmd: list[str], metrics: Path, folder: Path, env: dict) ->
         "peak_rss_gb": peak / 2**30,
         "wall_s": wall,
         "steps": len(rows),
+        # the clock readings (epoch seconds) the times above come from, kept for a check
+        "clock": {"launched": started, "ray_seen": ray_start, "step1_seen": step1_end},
     }
     done.write_text(json.dumps(result, indent=1))
     return result
+
+
+def base_overrides(model: str, steps: int) -> list[str]:
+    """The overrides every launch on `model` shares."""
+    base = ["experiment=demo_cpu", f"model={model}", f"trainer.total_training_steps={steps}"]
+    return [*base, "trainer.save_freq=-1", "trainer.logger=[file]"]
+
+
+def _stamp(path: Path) -> float | None:
+    return path.stat().st_mtime if path.exists() else None
+
+
+def warm_child(models: list[str]) -> dict:
+    """Run in a fresh interpreter by `warm_up`: both sides' imports, then for each model what
+    recipes.train's preparation builds before Ray (the model folder, the toy data) and vLLM's
+    record of the model's class. Returns the imports' seconds and [what, seconds] of each thing
+    it had to build (nothing on a warm machine)."""
+    started = time.time()
+    import verl.trainer.main_ppo  # noqa: F401  (plain verl's entry point)
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    from recipes.files import cache_dir
+    from recipes.tools.data import ensure_data
+    from recipes.tools.models import STAMP, ensure_model
+    from recipes.train import compose
+
+    imports_s = time.time() - started
+    built = []
+
+    def timed(what: str, marker: Path, build, *args, **kwargs) -> None:
+        before, t = _stamp(marker), time.time()
+        build(*args, **kwargs)
+        if _stamp(marker) != before:  # written now: a cold cache
+            built.append([what, round(time.time() - t, 1)])
+
+    # where both sides' vLLM keeps it: the session's VLLM_CACHE_ROOT (cpu_vllm.vllm_env), or the user's
+    infos = Path(os.environ.get("VLLM_CACHE_ROOT") or cache_dir() / "vllm") / "modelinfos"
+    for model in models:
+        cfg = compose(base_overrides(model, 2))
+        cache, train = Path(cfg.recipes.cache_dir), Path(cfg.data.train_files)
+        timed(f"model {model}", cache / "models" / model / STAMP, ensure_model, model, cache_dir=cache)
+        name = cfg.recipes.data
+        timed(f"data {name}", train, ensure_data, name, out_dir=train.parent, validate=False)
+        config = json.loads((Path(cfg.actor_rollout_ref.model.path) / "config.json").read_text())
+        for arch in config["architectures"]:
+            timed(f"vLLM model info {arch}", infos, ModelRegistry.models[arch].inspect_model_cls)
+    return {"imports_s": round(imports_s, 1), "built": built}
+
+
+def warm_up(models: list[str]) -> dict:
+    """`warm_child` in a fresh interpreter with the environment of a plain launch (the CPU
+    platform's, vLLM's session): its result, with the total seconds and whether the cache was cold."""
+    from recipes.platforms.cpu import CPU_ENV
+    from recipes.platforms.cpu_vllm import CPUSession
+
+    code = (
+        f"import json, sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); "
+        f"import overhead; print('WARM ' + json.dumps(overhead.warm_child({models!r})))"
+    )
+    print(f"warm-up: {', '.join(models)} (models, data, vLLM's model info, imports) ...", flush=True)
+    started = time.time()
+    session = CPUSession(orphan_prefixes=("psm_", "sem.mp-"))
+    try:
+        env = {**os.environ, **CPU_ENV}
+        proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True)
+    finally:
+        session.close()
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("WARM ")]
+    if proc.returncode != 0 or not lines:
+        sys.exit(f"warm-up failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    result = json.loads(lines[-1].removeprefix("WARM "))
+    result["total_s"] = round(time.time() - started, 1)
+    result["finished"] = time.time()  # epoch seconds: before the first launch's clock starts
+    result["cache"] = "cold" if result["built"] else "warm"
+    print(warm_line(result), flush=True)
+    return result
+
+
+def warm_line(w: dict) -> str:
+    """The warm-up's line of the output and of summary.md."""
+    built = ", ".join(f"{what} {s:.1f} s" for what, s in w["built"])
+    what = f"cold, built before any launch: {built}" if built else "warm (nothing to build)"
+    return (
+        f"cache: {what}; imports {w['imports_s']:.1f} s; warm-up {w['total_s']:.1f} s in all, "
+        "in no launch's numbers"
+    )
 
 
 def _fresh(folder: Path) -> Path:
@@ -263,8 +359,10 @@ def _parts(plain: dict, ours: dict) -> list[tuple[str, float, float]]:
 
 
 def report(summary: dict) -> str:
-    """The tables of summary.md."""
-    lines = [
+    """The tables of summary.md, after the warm-up's line(s)."""
+    lines = [warm_line(w) for w in summary.get("warm_up", [])]
+    lines += [""] if lines else []
+    lines += [
         "| model | run | start-up s | s/step (steps 2+) | peak RSS GiB | steps |",
         "|---|---|---:|---:|---:|---:|",
     ]
@@ -351,15 +449,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def launches(args: argparse.Namespace) -> list[str]:
+    """The names of the launches (OUT/runs/<name>) the command line asks for."""
+    names = []
+    for model in args.models:
+        repeats = args.repeats if model == "tiny" else args.smol_repeats
+        for i in range(repeats):
+            suffix = f"_{i + 1}" if i else ""
+            names += [f"{model}_ours{suffix}", f"{model}_plain{suffix}"]
+    return names + [f"tiny_{v}" for v in args.variants]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    summary: dict = {"models": {}}
+    # every warm-up that preceded launches into OUT (a rerun that launches nothing adds none)
+    warm_file = out / "warm_up.json"
+    warm_ups = json.loads(warm_file.read_text()) if warm_file.exists() else []
+    if any(not (out / "runs" / name / "result.json").exists() for name in launches(args)):
+        warm_ups.append(warm_up(args.models))
+        warm_file.write_text(json.dumps(warm_ups, indent=1))
+    summary: dict = {"models": {}, "warm_up": warm_ups}
     for model in args.models:
         steps = args.steps if model == "tiny" else args.smol_steps
-        base = ["experiment=demo_cpu", f"model={model}", f"trainer.total_training_steps={steps}"]
-        base += ["trainer.save_freq=-1", "trainer.logger=[file]"]
+        base = base_overrides(model, steps)
         summary["models"][model] = compare(
             model, base, out, args.repeats if model == "tiny" else args.smol_repeats
         )
