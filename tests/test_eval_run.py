@@ -17,15 +17,17 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from greedy_check import tokens_off_greedy  # tests/greedy_check.py
 from transformers import AutoTokenizer
 
+from eval import benchmarks as bm
 from eval import run as eval_run
 from eval.backends import Decoding, make_backend
 from eval.options import add_eval_arguments, byte_size, eval_kwargs
 from eval.plan import sample_settings
-from eval.prompts import render_prompt
+from eval.prompts import prompt_token_ids, render_prompt
 from eval.request import EvalError, default_backend
-from eval.results import ResultsError
+from eval.results import ResultsError, prompt_sha
 from recipes.tools import models
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,6 +49,29 @@ def samples_of(out: Path) -> list[dict]:
 
 def summary_of(out: Path) -> dict:
     return json.loads((out / "summary.json").read_text())
+
+
+def off_greedy(model: Path, out: Path) -> tuple[int, int]:
+    """(response tokens in OUT's samples, how many of them greedy decoding would not write:
+    tests/greedy_check.py). Each prompt is rebuilt from its question and the results' template,
+    and must be the one the sample was generated from (its prompt_sha). A response whose text
+    re-encodes to another number of tokens than were generated (a decoder may write a word in
+    pieces the tokenizer would merge) is left out: those are not the tokens it chose."""
+    tok = AutoTokenizer.from_pretrained(str(model))
+    recs, template = samples_of(out), summary_of(out)["settings"]["template"]
+    prompts = {
+        (b, q.id): prompt_token_ids(template, q.problem, tok)
+        for b in {r["benchmark"] for r in recs}
+        for q in bm.load(b, FIXTURES).questions
+    }
+    pairs = []
+    for r in recs:
+        prompt = prompts[(r["benchmark"], r["question_id"])]
+        assert prompt_sha(prompt) == r["prompt_sha"], r
+        response = tok.encode(r["response"], add_special_tokens=False)
+        if len(response) == r["tokens"] - (r["finish"] == "stop"):  # its end token is not in the text
+            pairs.append((prompt, response))
+    return tokens_off_greedy(model, pairs)
 
 
 def run_eval(model, out, grader, **kw):
@@ -79,6 +104,9 @@ def test_greedy_numbers_match_the_samples_written(tiny, tmp_path, grader):
         if r["benchmark"] != "gpqa_diamond":
             assert r["correct"] == bool(grader.grade(r["response"], r["answer"], mode="boxed")["acc"])
     assert all(r["tokens"] >= 1 and r["finish"] in ("stop", "length") for r in recs)
+    # every token is the model's most probable one (the control of the sampling test's check)
+    tokens, off = off_greedy(tiny, out)
+    assert tokens > 26 and off == 0, (tokens, off)
     table = (out / "table.md").read_text()
     assert "| arith | 6 | " in table and "| per-question average | 13 | " in table and "avg@2" in table
     assert [json.loads(line)["generated"] for line in (out / "runs.jsonl").read_text().splitlines()] == [26]
@@ -101,7 +129,10 @@ def test_sampling_reports_pass_at_k_of_the_samples_written(tiny, tmp_path, grade
     s = run_eval(tiny, out, grader, decoding=decoding, runs=4, ks=[1, 2, 4], benchmarks=["arith", "mixed"])
     recs = samples_of(out)
     assert len(recs) == 10 * 4
-    assert len({r["response"] for r in recs}) > 1  # sampling, not greedy
+    # sampled, not greedy: some written tokens are ones greedy decoding would not pick (the greedy
+    # test above finds none), however alike the responses happen to be
+    tokens, off = off_greedy(tiny, out)
+    assert off > 0, f"all {tokens} response tokens are the model's greedy choice"
     for b in ("arith", "mixed"):
         verdicts = {}
         for r in recs:

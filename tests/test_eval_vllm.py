@@ -16,9 +16,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from greedy_check import first_differences  # tests/greedy_check.py
 
+from eval import benchmarks as bm
 from eval import run as eval_run
 from eval.backends import Decoding
+from eval.prompts import prompt_token_ids
+from eval.results import prompt_sha
 from recipes.platforms.cpu_vllm import shm_files
 from recipes.tools import models
 
@@ -33,6 +37,12 @@ BENCHES = ["arith", "mixed", "gpqa_diamond"]  # 6 + 4 + 3 questions
 RUNS = 2
 SMALL = Decoding(max_new_tokens=24, max_model_len=512)
 VLLM_ENV = ("VLLM_CACHE_ROOT", "VLLM_RPC_BASE_PATH", "VLLM_NO_USAGE_STATS", "VLLM_CONFIG_ROOT")
+# Two float32 greedy decoders may part where the model's two best tokens are this close (nats):
+# vLLM's CPU kernels and transformers' sum in other orders, which moves a log-prob of this tiny
+# model by ~1e-5 (up to 9e-6 between its batched, single and left-padded transformers forwards
+# here); 1e-3 leaves 100x room and is far below the gaps where a genuinely different
+# decoder parts (sampling at temperature 1 against greedy: 0.08 to 6.9 nats over 24 samples).
+NEAR_TIE_NATS = 1e-3
 
 
 @pytest.fixture(scope="module")
@@ -115,9 +125,36 @@ def test_default_backend_is_vllm_and_one_engine_serves_every_benchmark_and_repea
     assert [r["generated"] for r in runs] == [13 * RUNS, 0]  # nothing to generate: no backend built
 
 
+def parting_points(model: Path, out: Path, v: dict, h: dict) -> dict:
+    """{sample key: (first differing token, its gap under vLLM's token, under transformers')} for the
+    samples whose responses differ (greedy_check.first_differences; None: one stopped short).
+    Responses are re-encoded, end token appended when they stopped; each must re-encode to as many
+    tokens as were generated, so that these are the tokens the decoder chose."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(model))
+    template = json.loads((out / "summary.json").read_text())["settings"]["template"]
+    keys = [k for k in v if v[k]["response"] != h[k]["response"]]
+    triples = []
+    for k in keys:
+        q = next(q for q in bm.load(k[0], FIXTURES).questions if q.id == k[1])
+        prompt = prompt_token_ids(template, q.problem, tok)
+        assert prompt_sha(prompt) == v[k]["prompt_sha"], k
+        pair = []
+        for r in (v[k], h[k]):
+            ids = tok.encode(r["response"], add_special_tokens=False)
+            ids += [tok.eos_token_id] if r["finish"] == "stop" else []
+            assert len(ids) == r["tokens"], (k, r, ids)
+            pair.append(ids)
+        triples.append((prompt, *pair))
+    return dict(zip(keys, first_differences(model, triples), strict=True))
+
+
 def test_greedy_answers_match_the_transformers_backend(vllm_run, tiny, tmp_path, grader):
-    """The same prompts through transformers `generate` (float32, like the vLLM engine here): the
-    extracted answers must agree on at least 90% of samples (measured: every response identical)."""
+    """The same prompts through transformers `generate` (float32, like the vLLM engine here): every
+    response is the same, or the two part where the model's two best tokens are a near tie under a
+    float32 transformers forward (which one wins depends on the CPU's kernels); measured on a
+    2-core AVX-512 AMD EPYC: every response identical."""
     assert vllm_run["proc"].returncode == 0, vllm_run["log"][-4000:]
     hf_out = tmp_path / "hf"
     hf = eval_run.evaluate(
@@ -135,14 +172,15 @@ def test_greedy_answers_match_the_transformers_backend(vllm_run, tiny, tmp_path,
     v, h = samples_of(vllm_run["out"]), samples_of(hf_out)
     assert v.keys() == h.keys()
     assert all(v[k]["prompt_sha"] == h[k]["prompt_sha"] for k in v)  # the very same prompt tokens
-    n = len(v)
-    same_pred = sum(v[k]["pred"] == h[k]["pred"] for k in v) / n
-    same_text = sum(v[k]["response"] == h[k]["response"] for k in v) / n
-    same_tokens = sum(v[k]["tokens"] == h[k]["tokens"] for k in v) / n
-    diffs = [(k, v[k]["response"], h[k]["response"]) for k in v if v[k]["response"] != h[k]["response"]]
-    assert same_pred >= 0.9 and same_tokens >= 0.9, (same_pred, same_text, same_tokens, diffs)
+    # the same text is the same generation: as many tokens, ended the same way
+    same = [k for k in v if v[k]["response"] == h[k]["response"]]
+    assert all((v[k]["tokens"], v[k]["finish"]) == (h[k]["tokens"], h[k]["finish"]) for k in same)
+    parted = parting_points(tiny, vllm_run["out"], v, h)
+    ties = {k: p for k, p in parted.items() if p is not None and max(p[1:]) <= NEAR_TIE_NATS}
+    diffs = {k: (p, v[k]["response"], h[k]["response"]) for k, p in parted.items() if k not in ties}
+    assert diffs == {}, diffs
     assert len({v[k]["pred"] for k in v}) >= 4  # varied answers: agreement is not trivial
-    if same_pred == 1.0:
+    if all(v[k]["pred"] == h[k]["pred"] for k in v):
         vs = json.loads((vllm_run["out"] / "summary.json").read_text())
         for name in BENCHES:
             assert vs["benchmarks"][name]["accuracy"] == hf["benchmarks"][name]["accuracy"]

@@ -675,9 +675,11 @@ def fake(tmp_path):
     return tmp_path, env
 
 
-def _sbatch(env: dict, *args: str) -> subprocess.CompletedProcess:
+def _sbatch(env: dict, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
     """train.sbatch run as a job would run it (no DRY_RUN), in `env`."""
-    return subprocess.run(["bash", str(SBATCH), *args], env=env, capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        ["bash", str(SBATCH), *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _log(tmp_path: Path) -> list[str]:
@@ -831,12 +833,16 @@ def test_job_with_stand_in_srun_ray_python_times_out_waiting_for_gpus(fake):
 def test_job_with_stand_in_srun_ray_python_fails_fast_when_ray_start_dies(fake):
     """Stand-ins: `srun`, `ray` and `python` (no Slurm, Ray cluster or GPU here); the script is the
     real train.sbatch, run as a job (no DRY_RUN). The stand-in `ray start` exits 1: the job
-    stops within seconds, not after RAY_WAIT_TIMEOUT."""
+    stops within seconds, not after RAY_WAIT_TIMEOUT (0.3 s here; the bound is half the timeout,
+    so a loaded machine passes and a job that waits out the timeout fails)."""
     tmp_path, env = fake
-    env.update(FAKE_PROBE="0 0", FAKE_RAY_START_FAIL="1", RAY_WAIT_TIMEOUT="20")
+    env.update(FAKE_PROBE="0 0", FAKE_RAY_START_FAIL="1", RAY_WAIT_TIMEOUT="120")
     t0 = time.monotonic()
-    proc = _sbatch(env, "experiment=foo")
-    assert proc.returncode != 0 and time.monotonic() - t0 < 10
+    try:
+        proc = _sbatch(env, "experiment=foo", timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the job still waited for Ray 60 s after its `ray start` exited")
+    assert proc.returncode != 0 and time.monotonic() - t0 < 60
     assert "exited before the cluster was ready" in proc.stderr
     assert not (tmp_path / "train_args").exists()
 
