@@ -39,8 +39,6 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from recipes import checks, console, run_folder, verl_seam
 from recipes.compose import (  # noqa: F401  (re-exported: `from recipes.train import compose`)
     CONFIG_DIR,
-    GROUP_ALIASES,
-    PRINTING,
     check_overrides,
     compose,
     config_error,

@@ -111,8 +111,8 @@ def test_anchoring_with_templates_and_fake_llm_server_keeps_the_template(tokeniz
     """Stand-in: the LLM server (FakeLLMServer), which is vLLM on GPUs; the agent loop, the
     templates and the tokenizer are real. Session 6 answers variant 3 in its sampled template: the
     server sees the variant in that template, the output carries the original in the same one."""
-    from prompt_templates.sampling import make_sampler
-    from prompt_templates.templates import prompt_ids
+    from prompt_aug.sampling import make_sampler
+    from prompt_aug.templates import prompt_ids
 
     overrides = [
         "method=[grpo,prompt_aug,ta_grpo]",

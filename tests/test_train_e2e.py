@@ -160,30 +160,19 @@ def tokens_off_greedy(model: Path, cache: Path, dump: list[dict]) -> tuple[int, 
     tie never counts. The dump holds text, so each response is re-encoded (its closing <|im_end|>,
     not in the text, is not counted); each prompt is rebuilt from its template and variant (the
     prompt it was generated with: TA-GRPO* anchored on its own prompt)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from greedy_check import tokens_off_greedy as off_greedy  # tests/greedy_check.py
+    from transformers import AutoTokenizer
 
-    from prompt_templates.templates import prompt_ids
+    from prompt_aug.templates import prompt_ids
 
     tok = AutoTokenizer.from_pretrained(cache / "models" / "tiny")
-    lm = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()
     rows = train_rows(cache)
-    seqs, spans = [], []
+    pairs = []
     for r in dump:
         assert r["generation_input"] is None, r  # generated with the prompt it is stored with
         prompt = prompt_ids(r["template"], variant_text(rows[r["row"]], r["variant"]), tok)
-        response = tok.encode(r["output"], add_special_tokens=False)
-        seqs.append(torch.tensor(prompt + response))
-        spans.append((len(prompt), len(response)))
-    # right-padded, no attention mask: causal attention never sees the padding from the real tokens
-    ids = torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True, padding_value=tok.pad_token_id)
-    with torch.inference_mode():
-        logp = torch.log_softmax(lm(input_ids=ids).logits.float(), dim=-1)
-    off = 0
-    for i, (start, n) in enumerate(spans):
-        predicted = logp[i, start - 1 : start + n - 1]  # position t predicts token t + 1
-        chosen = predicted.gather(1, ids[i, start : start + n, None])[:, 0]
-        off += int((predicted.max(dim=-1).values - chosen > math.log(2)).sum())
-    return sum(n for _, n in spans), off
+        pairs.append((prompt, tok.encode(r["output"], add_special_tokens=False)))
+    return off_greedy(model, pairs)
 
 
 # ------------------------------------------------------------------------ prompt augmentation
@@ -228,8 +217,8 @@ def check_prompt_aug(cache, out, records: list[dict], steps: list[int]) -> None:
     tested in tests/test_prompt_aug.py.)"""
     from transformers import AutoTokenizer
 
-    from prompt_templates.sampling import make_sampler
-    from prompt_templates.templates import prompt_ids
+    from prompt_aug.sampling import make_sampler
+    from prompt_aug.templates import prompt_ids
 
     tok = AutoTokenizer.from_pretrained(cache / "models" / "tiny")
     rows = train_rows(cache)
@@ -525,7 +514,7 @@ def test_all_four_methods_train_together(e2e, launches):
     rarely gets right: on DAPO this run takes three times as long, so DAPO runs in the next test.)"""
     from transformers import AutoTokenizer
 
-    from prompt_templates.templates import prompt_ids
+    from prompt_aug.templates import prompt_ids
 
     out, proc = launches["all_four"]
     records = check_run(out, proc, [1, 2, 3])  # (no rollout log-probs: anchor=original)
