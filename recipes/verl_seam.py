@@ -6,15 +6,24 @@ Ray actor, minutes into a launch.
 `VerlSeam` checks the methods' names (recipes/methods/manifest.py `registers`) in a fresh
 interpreter, as a Ray worker starts, while the caller goes on checking the config;
 `seam_in_process` checks the rest here. recipes.train runs both before it prepares anything.
+A fresh interpreter that passed is remembered in the cache folder (`$RECIPES_CACHE/seam/`) under a
+fingerprint of everything its result depends on (`fingerprint`), so the next launch of the same
+code skips it; any change to that code, verl or the environment checks again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 import weakref
+from pathlib import Path
 
+from recipes.files import atomic_write_text, cache_dir
 from recipes.settings import ConfigError
 
 
@@ -41,6 +50,37 @@ except SeamError as exc:
 """
 
 
+def fingerprint(expected: str, roots: list[Path] | None = None) -> str:
+    """What a fresh interpreter's seam check depends on, hashed: the declarations it checks
+    (`expected`), this interpreter and the environment it would start in (working folder,
+    PYTHONPATH), where verl is, every installed distribution and its version (verl's, and any
+    upgrade that could break importing it), the `verl.plugins` entry points verl loads, and the
+    content of every Python file of our packages (`roots`: by default every package beside the
+    `recipes` this process imports, as the fresh interpreter does from the same folder and
+    PYTHONPATH; our plugin imports the methods' modules, and they import the other packages)."""
+    if roots is None:
+        project = Path(__file__).resolve().parents[1]
+        roots = sorted(p.parent for p in project.glob("*/__init__.py"))
+    plugins = sorted(
+        f"{e.name}={e.value}@{e.dist.name if e.dist else ''}"
+        for e in importlib.metadata.entry_points(group="verl.plugins")
+    )
+    installed = sorted(f"{d.name}=={d.version}" for d in importlib.metadata.distributions())
+    verl = importlib.util.find_spec("verl")  # where it is, without importing it
+    environment = (sys.executable, sys.version, os.getcwd(), os.environ.get("PYTHONPATH", ""))
+    h = hashlib.sha256()
+    for part in (expected, *environment, verl.origin if verl else "", *installed, *plugins):
+        h.update(str(part).encode() + b"\0")
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            h.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _passed_file(key: str) -> Path:
+    return cache_dir() / "seam" / f"{key}.passed"
+
+
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.kill()
@@ -57,16 +97,18 @@ class VerlSeam:
     starts when this object is made and runs while the caller checks the config; `join` waits.
     What it checks comes from this process's declarations (recipes/methods/manifest.py). A process
     that launches several times (tests, tools) checks the same declarations once: the installed
-    code does not change under it."""
+    code does not change under it; a later process whose code, verl and environment have the same
+    fingerprint finds the pass in the cache folder and starts no interpreter."""
 
-    passed: set[str] = set()  # the declarations (as JSON) a fresh interpreter of this process confirmed
+    passed: set[str] = set()  # the fingerprints a fresh interpreter of this process confirmed
 
     def __init__(self) -> None:
         from recipes.methods import manifest
 
         self.expected = json.dumps(manifest.expected_names())
+        self.key = fingerprint(self.expected)
         self.proc = None
-        if self.expected not in VerlSeam.passed:
+        if self.key not in VerlSeam.passed and not _passed_file(self.key).is_file():
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", _SEAM, self.expected],
                 stdin=subprocess.DEVNULL,
@@ -94,7 +136,11 @@ class VerlSeam:
             raise ConfigError(
                 f"our verl plugin (recipes.extensions.plugins) fails in a fresh interpreter: {last[0]}"
             )
-        VerlSeam.passed.add(self.expected)
+        VerlSeam.passed.add(self.key)
+        try:  # a cache folder that cannot be written only means checking again next time
+            atomic_write_text(_passed_file(self.key), self.expected)
+        except OSError:
+            pass
 
 
 def seam_in_process() -> None:

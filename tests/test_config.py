@@ -773,6 +773,58 @@ def test_a_wrong_verl_or_a_missing_registration_is_one_sentence(monkeypatch):
         verl_seam()
 
 
+@pytest.mark.slow  # two fresh interpreters importing verl
+def test_a_passed_seam_check_is_kept_for_the_same_code_and_a_failed_one_is_not(tmp_path, monkeypatch):
+    import shutil
+
+    from recipes import verl_seam
+    from recipes.methods import manifest
+
+    monkeypatch.setenv("RECIPES_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(verl_seam.VerlSeam, "passed", set())  # as a process that checked nothing yet
+    first = verl_seam.VerlSeam()
+    assert first.proc is not None  # an empty cache: the fresh interpreter runs
+    first.join()
+    kept = tmp_path / "cache" / "seam"
+    assert [p.name for p in kept.iterdir()] == [f"{first.key}.passed"]
+    monkeypatch.setattr(verl_seam.VerlSeam, "passed", set())  # the next launch, a new process
+    assert verl_seam.VerlSeam().proc is None
+
+    # a declaration verl's workers would not get: checked again, refused, and not kept
+    names = manifest.expected_names()
+    monkeypatch.setattr(
+        manifest, "expected_names", lambda: [*names, ("policy_loss", "unwired_probe", "grpo")]
+    )
+    with pytest.raises(ConfigError, match="does not get the policy loss 'unwired_probe' of method grpo"):
+        verl_seam.VerlSeam().join()
+    assert [p.name for p in kept.iterdir()] == [f"{first.key}.passed"]
+
+    # the key: the declarations, any source file of ours, the working folder, PYTHONPATH, what is
+    # installed; each changed alone
+    src = tmp_path / "src" / "recipes"
+    shutil.copytree(REPO / "recipes", src, ignore=shutil.ignore_patterns("__pycache__"))
+    base = verl_seam.fingerprint(first.expected, [src])
+    assert verl_seam.fingerprint(first.expected, [src]) == base
+    assert verl_seam.fingerprint(json.dumps(names[:-1]), [src]) != base
+    loss = src / "methods" / "cw_grpo.py"
+    loss.write_text(loss.read_text().replace("def ", "def  ", 1))
+    assert verl_seam.fingerprint(first.expected, [src]) != base
+    loss.write_text(loss.read_text().replace("def  ", "def ", 1))
+    assert verl_seam.fingerprint(first.expected, [src]) == base
+    site = tmp_path / "site"
+    (site / "upgraded_probe-1.0.dist-info").mkdir(parents=True)
+    (site / "upgraded_probe-1.0.dist-info" / "METADATA").write_text("Name: upgraded-probe\nVersion: 1.0\n")
+    for change in (
+        lambda m: m.chdir(tmp_path),
+        lambda m: m.setenv("PYTHONPATH", str(tmp_path / "src")),
+        lambda m: m.syspath_prepend(str(site)),  # a distribution installed
+    ):
+        with monkeypatch.context() as m:
+            change(m)
+            assert verl_seam.fingerprint(first.expected, [src]) != base
+    assert verl_seam.fingerprint(first.expected, [src]) == base
+
+
 @pytest.mark.slow  # a fresh interpreter (or several) importing verl
 def test_hydras_own_errors_are_one_line_and_exit_2(tmp_path):
     for args, message in [
