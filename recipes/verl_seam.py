@@ -55,16 +55,12 @@ def fingerprint(expected: str, roots: list[Path] | None = None) -> str:
     (`expected`), this interpreter and the environment it would start in (working folder,
     PYTHONPATH), where verl is, every installed distribution and its version (verl's, and any
     upgrade that could break importing it), the `verl.plugins` entry points verl loads, and the
-    content of every Python file of our packages (`roots`: by default every package beside the
-    `recipes` this process imports, as the fresh interpreter does from the same folder and
-    PYTHONPATH; our plugin imports the methods' modules, and they import the other packages)."""
-    if roots is None:
-        project = Path(__file__).resolve().parents[1]
-        roots = sorted(p.parent for p in project.glob("*/__init__.py"))
-    plugins = sorted(
-        f"{e.name}={e.value}@{e.dist.name if e.dist else ''}"
-        for e in importlib.metadata.entry_points(group="verl.plugins")
-    )
+    content of every Python file of our packages (`roots`: by default the top-level packages of
+    the distributions that give verl a plugin, found where this process and so the fresh
+    interpreter, from the same folder and PYTHONPATH, import them)."""
+    entry_points = importlib.metadata.entry_points(group="verl.plugins")
+    plugins = sorted(f"{e.name}={e.value}@{e.dist.name if e.dist else ''}" for e in entry_points)
+    roots = packages(entry_points) if roots is None else roots
     installed = sorted(f"{d.name}=={d.version}" for d in importlib.metadata.distributions())
     verl = importlib.util.find_spec("verl")  # where it is, without importing it
     environment = (sys.executable, sys.version, os.getcwd(), os.environ.get("PYTHONPATH", ""))
@@ -75,6 +71,16 @@ def fingerprint(expected: str, roots: list[Path] | None = None) -> str:
         for path in sorted(root.rglob("*.py")):
             h.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
+
+
+def packages(entry_points) -> list[Path]:
+    """The folders of the top-level packages of the distributions that give verl a plugin (ours:
+    recipes and the packages beside it), where this process finds them."""
+    names = {"recipes"}
+    for e in entry_points:
+        names |= set(((e.dist and e.dist.read_text("top_level.txt")) or "").split())
+    specs = [importlib.util.find_spec(name) for name in sorted(names)]
+    return [Path(s.origin).parent for s in specs if s is not None and s.origin]
 
 
 def _passed_file(key: str) -> Path:
@@ -96,9 +102,9 @@ class VerlSeam:
     wiring is missing would pass here and fail minutes later inside a Ray actor. The interpreter
     starts when this object is made and runs while the caller checks the config; `join` waits.
     What it checks comes from this process's declarations (recipes/methods/manifest.py). A process
-    that launches several times (tests, tools) checks the same declarations once: the installed
-    code does not change under it; a later process whose code, verl and environment have the same
-    fingerprint finds the pass in the cache folder and starts no interpreter."""
+    that launches several times (tests, tools), and any later process, whose code, verl and
+    environment have the same fingerprint, finds the pass (in this process, or in the cache folder)
+    and starts no interpreter."""
 
     passed: set[str] = set()  # the fingerprints a fresh interpreter of this process confirmed
 

@@ -775,6 +775,7 @@ def test_a_wrong_verl_or_a_missing_registration_is_one_sentence(monkeypatch):
 
 @pytest.mark.slow  # two fresh interpreters importing verl
 def test_a_passed_seam_check_is_kept_for_the_same_code_and_a_failed_one_is_not(tmp_path, monkeypatch):
+    import importlib.metadata
     import shutil
 
     from recipes import verl_seam
@@ -799,8 +800,11 @@ def test_a_passed_seam_check_is_kept_for_the_same_code_and_a_failed_one_is_not(t
         verl_seam.VerlSeam().join()
     assert [p.name for p in kept.iterdir()] == [f"{first.key}.passed"]
 
-    # the key: the declarations, any source file of ours, the working folder, PYTHONPATH, what is
-    # installed; each changed alone
+    # the key: the declarations, any source file of ours (every package of this project, none of
+    # site-packages), the working folder, PYTHONPATH, what is installed; each changed alone
+    ours = verl_seam.packages(importlib.metadata.entry_points(group="verl.plugins"))
+    assert {p.name for p in ours} >= {"recipes", "rewards", "prompt_aug", "eval"}
+    assert all(p.parent == REPO for p in ours)
     src = tmp_path / "src" / "recipes"
     shutil.copytree(REPO / "recipes", src, ignore=shutil.ignore_patterns("__pycache__"))
     base = verl_seam.fingerprint(first.expected, [src])
