@@ -50,6 +50,7 @@ RANGES_OF: dict[str, str] = {  # key (a pattern) -> its allowed range (recipes/s
     "trainer.n_gpus_per_node": ">= 1",
     "trainer.nnodes": ">= 1",
     "trainer.log_val_generations": ">= 0",
+    "recipes.rollout_poll_s": "> 0",
 }
 TYPES: dict[str, object] = {  # a plain key whose defaults are null or do not say all it takes
     "data.train_files": str | list,  # one file or a list of them (check_files)

@@ -37,6 +37,8 @@ RESUMABLE = (
     "trainer.log_val_generations",
     "recipes.verbose",
     "recipes.step_table",
+    # how often the trainer looks for finished rollouts: when a step ends, not what it computes
+    "recipes.rollout_poll_s",
     # frequencies: checkpoints, validation, what checkpoints keep
     "trainer.save_freq",
     "trainer.test_freq",

@@ -1,9 +1,11 @@
 """recipes/extensions/agent_loop.py with a fake LLM server in place of vLLM (the seam that is a GPU server in
 real runs; the CPU end-to-end runs in tests/test_train_e2e.py go through the real one): the prompt
 each session generates from (TA-GRPO's variants and anchoring, templates) and each request's seed
-(recipes.deterministic)."""
+(recipes.deterministic). And two things of recipes/extensions/trainer.py around them: the order
+of a step's samples and how often it looks for finished rollouts."""
 
 import asyncio
+import time
 
 import pytest
 
@@ -186,3 +188,23 @@ def test_a_steps_samples_are_sorted_by_row_then_session_as_numbers():
         "0000001-00000_9_0",
         "0000001-00000_10_0",
     ]
+
+
+def test_the_trainer_looks_for_finished_rollouts_every_rollout_poll_s(monkeypatch):
+    """verl's sync replay buffer, as our trainer builds it from the composed config, sleeps
+    recipes.rollout_poll_s between two looks at TransferQueue, not verl's 2 s (every generation and
+    validation phase ended on a 2 s tick). The buffer is a plain object: no Ray here."""
+    import verl.trainer.ppo.v1.replay_buffer as replay_buffer
+
+    from recipes.extensions.trainer import RecipesTrainerSync
+    from recipes.train import compose
+
+    trainer = object.__new__(RecipesTrainerSync)  # verl's __init__ would start worker groups
+    trainer.config = compose(["experiment=demo_cpu", "recipes.rollout_poll_s=0.3"])
+    trainer.trainer_mode = "sync"
+    buffer = trainer._build_replay_buffer()
+    assert type(buffer) is replay_buffer.ReplayBuffer
+    slept = []
+    monkeypatch.setattr(replay_buffer.time, "sleep", slept.append)
+    buffer._wait_for_next_poll("train", time.time())
+    assert slept == [0.3]

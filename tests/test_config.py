@@ -109,6 +109,7 @@ BAD = [
     (["actor_rollout_ref.rollout.n=two"], "actor_rollout_ref.rollout.n='two' must be an integer >= 1"),
     (["actor_rollout_ref.rollout.top_p=1.5"], "top_p=1.5 must be a number in (0, 1]"),
     (["data.train_batch_size=2.5"], "data.train_batch_size=2.5 must be an integer"),
+    (["recipes.rollout_poll_s=0"], "recipes.rollout_poll_s=0 must be a number > 0"),
     (
         ["+reward.custom_reward_function.reward_kwargs.timeout_s=0"],
         "reward_kwargs.timeout_s=0 must be in (0, 300]",

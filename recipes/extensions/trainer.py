@@ -22,6 +22,8 @@
 6. On-policy updates skip verl's old-log-prob forward (recipes/extensions/on_policy.py): the loss takes the
    update's own log-probs as the old ones; entropy and the rollout-vs-actor metrics come from the
    update's forward under verl's names.
+7. Finished rollouts are looked for every `recipes.rollout_poll_s` seconds (verl's replay buffer:
+   every 2 s, so each generation and validation phase ended on a 2 s tick).
 Padding samples (verl duplicates samples to fill data-parallel ranks) are left out of 1, 2 and 4.
 """
 
@@ -92,6 +94,11 @@ class RecipesTrainerSync(PPOTrainerSync):
         keep = config.recipes.get("checkpoints", {}).get("keep_full")
         self.retention = None if keep is None else Retention(config.trainer.default_local_dir, keep)
         super().__init__(config)
+
+    def _build_replay_buffer(self):
+        buffer = super()._build_replay_buffer()
+        buffer.poll_interval = float(self.config.recipes.rollout_poll_s)  # (7)
+        return buffer
 
     def _init_resource_pool_mgr(self):
         super()._init_resource_pool_mgr()

@@ -54,6 +54,12 @@ USES: dict[str, list[Use]] = {
             '"sync"'),
         Use(f"{TRAINER_BASE}._build_replay_buffer", "read", mentions='self.trainer_mode == "sync"',
             assumes="the sync replay buffer is chosen by the mode's name"),
+        Use(f"{TRAINER}._build_replay_buffer", "override", params="self", called_by=f"{TRAINER_BASE}.__init__",
+            assumes="returns the replay buffer every step's and validation's `sample` waits in; our "
+            "override sets its `poll_interval`"),
+        Use("verl.trainer.ppo.v1.replay_buffer:ReplayBuffer._wait_for_next_poll", "read",
+            mentions="time.sleep(self.poll_interval)", called_by="verl.trainer.ppo.v1.replay_buffer:ReplayBuffer.sample",
+            assumes="`sample` sleeps `poll_interval` seconds between two looks at TransferQueue (verl: 2.0)"),
         Use(f"{TRAINER}._init_resource_pool_mgr", "override",
             params="self", called_by=f"{TRAINER_BASE}._setup",
             assumes="builds `role_worker_mapping` once, during setup; our methods' `setup_workers` hooks "
