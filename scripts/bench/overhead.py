@@ -302,8 +302,13 @@ def compare(model: str, base: list[str], out: Path, repeats: int) -> dict:
 
 
 def _median_run(results: list[dict]) -> dict:
-    """The median over launches of each number (of each phase too)."""
-    med = {k: statistics.median(r[k] for r in results) for k in results[0] if k != "phases_s"}
+    """The median over launches of each number (of each phase too). A launch's clock readings
+    (`clock`: when it started, saw Ray, saw step 1) stay in its own result.json."""
+    med = {
+        k: statistics.median(r[k] for r in results)
+        for k, v in results[0].items()
+        if isinstance(v, int | float)
+    }
     med["phases_s"] = {
         p: statistics.median(r["phases_s"][p] for r in results) for p in results[0]["phases_s"]
     }
