@@ -61,7 +61,10 @@ def fingerprint(expected: str, roots: list[Path] | None = None) -> str:
     entry_points = importlib.metadata.entry_points(group="verl.plugins")
     plugins = sorted(f"{e.name}={e.value}@{e.dist.name if e.dist else ''}" for e in entry_points)
     roots = packages(entry_points) if roots is None else roots
-    installed = sorted(f"{d.name}=={d.version}" for d in importlib.metadata.distributions())
+    # as a fresh interpreter finds them: without the folder `import ray` puts on sys.path (its
+    # vendored colorama), which made every launch that imported ray before this a new key
+    path = [p for p in sys.path if Path(p).parts[-2:] != ("ray", "thirdparty_files")]
+    installed = sorted(f"{d.name}=={d.version}" for d in importlib.metadata.distributions(path=path))
     verl = importlib.util.find_spec("verl")  # where it is, without importing it
     environment = (sys.executable, sys.version, os.getcwd(), os.environ.get("PYTHONPATH", ""))
     h = hashlib.sha256()

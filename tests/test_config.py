@@ -828,6 +828,12 @@ def test_a_passed_seam_check_is_kept_for_the_same_code_and_a_failed_one_is_not(t
             change(m)
             assert verl_seam.fingerprint(first.expected, [src]) != base
     assert verl_seam.fingerprint(first.expected, [src]) == base
+    # ... but not the folder `import ray` adds to sys.path, which a fresh interpreter has not
+    ray_site = tmp_path / "ray" / "thirdparty_files"
+    shutil.copytree(site, ray_site)
+    with monkeypatch.context() as m:
+        m.syspath_prepend(str(ray_site))
+        assert verl_seam.fingerprint(first.expected, [src]) == base
 
 
 @pytest.mark.slow  # a fresh interpreter (or several) importing verl
