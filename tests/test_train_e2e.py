@@ -376,8 +376,8 @@ ALL_FOUR = (
     "data.max_prompt_length=320",
     "recipes.prorl.reset_every=2",
     "actor_rollout_ref.actor.optim.lr=1e-3",
-    "recipes.checkpoints.keep_full=1",  # retention (recipes/checkpoints.py), as on GPUs
-)  # + the entropy bonus (a gradient at every step, tests/conftest.py), added by `launches`
+)  # + the entropy bonus (a gradient at every step, tests/conftest.py), added by `launches`. No
+# checkpoint retention: the plateau run below checks it (its conversions cost ~5 CPU-s a save).
 # DAPO + ProRL with a validation trigger (test_dapo_with_prorl_validation_plateau_...)
 PLATEAU = (
     "dapo,prorl",
