@@ -1,14 +1,11 @@
 """Shared fixtures. Tests run with `--import-mode=importlib` (see pyproject): verl's wheel ships
 top-level `tests`/`scripts` packages, so nothing here is imported under those names."""
 
-import contextlib
-import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -110,85 +107,30 @@ def shm_not_ours():
     return not_ours
 
 
-@contextlib.contextmanager
-def heavy(cache: Path):
-    """One heavy phase at a time across `make test`'s workers (a lock file in the shared cache):
-    two training launches side by side, or the Slurm cluster module's run (its two-node jobs and
-    their vLLM evaluation). Each is ~10 GB at its peak and keeps both cores busy: two at once come
-    near this 24 GB machine's memory, where Ray kills workers, and once made a launch take over
-    10 minutes."""
-    with open(cache / ".heavy.lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-@pytest.fixture(scope="session")
-def heavy_phase(recipes_cache):
-    """`heavy`, for a module with a heavy phase of its own (tests/test_slurm_cluster.py)."""
-    return lambda: heavy(recipes_cache)
-
-
-def train_together(cache: Path, runs: list[tuple]) -> list[subprocess.CompletedProcess]:
-    """`python -m recipes.train experiment=demo_cpu` once per `(out, method, steps, *overrides)`
-    of `runs`, all at the same time, each with a checkpoint (incl. verl's HF weights) and a rollout
-    dump every step; fails the test if a run fails or they leave anything behind. A launch keeps
-    about one of two cores busy (its processes start one after another), so two side by side take
-    little longer than one. Started the same second, their weight syncs fall together: two runs
-    once met on one sync socket and hung (recipes/platforms/weight_sync.py). Two or more at once are a heavy
-    phase (`heavy`)."""
-    with heavy(cache) if len(runs) > 1 else contextlib.nullcontext():
-        return _launch_together(cache, runs)
-
-
-def _launch_together(cache: Path, runs: list[tuple]) -> list[subprocess.CompletedProcess]:
+def train(cache: Path, out: Path, method: str, steps: int, *extra: str) -> subprocess.CompletedProcess:
+    """`python -m recipes.train experiment=demo_cpu method=[METHOD]` for `steps` steps with the
+    `extra` overrides, a checkpoint (incl. verl's HF weights) and a rollout dump every step; fails
+    the test if the run fails or leaves anything behind."""
     env = {**os.environ, "RECIPES_CACHE": str(cache), "RAY_DEDUP_LOGS": "0"}
     before = litter()
-    procs, logs = [], []
-    for out, method, steps, *extra in runs:
-        args = [
-            "experiment=demo_cpu",
-            f"method=[{method}]",
-            f"trainer.total_training_steps={steps}",
-            "trainer.save_freq=1",
-            f"recipes.output_dir={out}",
-            f"trainer.rollout_data_dir={out}/rollouts",
-            "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
-            *extra,
-        ]
-        stdout, stderr = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")  # noqa: SIM115
-        logs.append((stdout, stderr))
-        cmd = [sys.executable, "-m", "recipes.train", *args]
-        procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, stdout=stdout, stderr=stderr, text=True))
-    done = []
-    # A launch takes 1.5-3 minutes on 2 cores, most of it start-up; beside the other worker's
+    args = [
+        "experiment=demo_cpu",
+        f"method=[{method}]",
+        f"trainer.total_training_steps={steps}",
+        "trainer.save_freq=1",
+        f"recipes.output_dir={out}",
+        f"trainer.rollout_data_dir={out}/rollouts",
+        "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+        *extra,
+    ]
+    cmd = [sys.executable, "-m", "recipes.train", *args]
+    # A launch takes 1-3 minutes on 2 cores, most of it start-up; beside the other worker's
     # heaviest tests, up to 10. The limit is for a hang, not for a busy machine.
-    deadline = time.monotonic() + 900
-    try:
-        for proc, (stdout, stderr) in zip(procs, logs, strict=True):
-            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-            stdout.seek(0)
-            stderr.seek(0)
-            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, stdout.read(), stderr.read()))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-        for files in logs:
-            for f in files:
-                f.close()
-    for proc in done:
-        assert proc.returncode == 0, (proc.args, proc.stdout[-3000:], proc.stderr[-6000:])
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, (proc.args, proc.stdout[-3000:], proc.stderr[-6000:])
     left = litter() - before - not_ours()
     assert not left, f"the run left {sorted(left)}"
-    return done
-
-
-def train(cache: Path, out: Path, method: str, steps: int, *extra: str) -> subprocess.CompletedProcess:
-    """One launch of `train_together`."""
-    return train_together(cache, [(out, method, steps, *extra)])[0]
+    return proc
 
 
 def copy_checkpoints(src: Path, dst: Path, upto: int) -> None:
@@ -229,6 +171,32 @@ REFERENCE = (
     "trainer.test_freq=3",
     "data.val_max_samples=4",
 )
+
+
+# The learning benchmark's own command (scripts/bench/learning.py, the README's figure) on the tiny
+# model, all four methods in one run, 3 steps: tests/test_learning_bench.py checks the benchmark on
+# it (held-out sets, evaluations, report) and tests/test_train_e2e.py the four methods training
+# together (one launch carries both; a launch costs about 100 CPU-seconds). TA-GRPO as the paper
+# runs it (pooled groups, ratios under the original question); ProRL resetting after step 2, with
+# the entropy bonus and lr 1e-3 so that one update moves step 2's KL visibly above 0; the rollouts
+# dumped every step; 8 held-out questions; a checkpoint and its evaluation after the last step.
+LEARNING_STEPS, LEARNING_HELD_OUT = 3, 8
+
+
+def learning_command(out: Path, *flags: str) -> list[str]:
+    """`python scripts/bench/learning.py` of the shared learning run into `out`, with `flags` (a
+    rerun, --report-only) before the recipes.train overrides."""
+    script = REPO / "scripts" / "bench" / "learning.py"
+    steps = str(LEARNING_STEPS)
+    cmd = [sys.executable, str(script), "--methods", "all", "--model", "tiny", "--steps", steps]
+    cmd += ["--eval-every", steps, "--pass-k", "0", "--eval-backend", "hf", "--limit", str(LEARNING_HELD_OUT)]
+    cmd += ["--out", str(out), *flags]
+    return cmd + [
+        ENTROPY_BONUS,
+        "actor_rollout_ref.actor.optim.lr=1e-3",
+        "recipes.prorl.reset_every=2",  # (the benchmark's own is 10: the override given wins)
+        f"trainer.rollout_data_dir={out}/runs/all/rollouts",
+    ]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -284,14 +252,17 @@ def smollm2_model(recipes_cache) -> Path:
 
 @pytest.fixture(scope="session")
 def e2e(recipes_cache, tiny_model, tmp_path_factory) -> SimpleNamespace:
-    """Training runs of the session: `e2e.train_together([(out, method, steps, *overrides), ...])`
+    """Training runs of the session: `e2e.train(out, method, steps, *overrides)` (`train` above)
     with one model/data cache (`e2e.cache`) for all of them, and `e2e.reference()`, the one uninterrupted
     run that several tests share (REFERENCE above), with a checkpoint with verl's HF weights after
     each step (tests/test_train_e2e.py checks and resumes it, tests/test_eval_e2e.py evaluates its
     checkpoints). `e2e.train_reference(out, steps)` launches it with the same settings;
-    `e2e.reference_run_of(out, steps)` is that launch for `e2e.train_together`."""
+    `e2e.reference_run_of(out, steps)` is that launch's arguments for `e2e.train`. `e2e.learning()`:
+    the shared learning run (LEARNING_STEPS above), its results folder and finished process;
+    `e2e.learning_bench(out, *flags)` runs its command again."""
     cache = recipes_cache
     reference: list = []
+    learning: list = []
 
     def reference_run_of(out: Path, steps: int = REFERENCE_STEPS) -> tuple:
         extra = (*REFERENCE, f"trainer.validation_data_dir={out}/val", "trainer.logger=[file,tensorboard]")
@@ -306,9 +277,29 @@ def e2e(recipes_cache, tiny_model, tmp_path_factory) -> SimpleNamespace:
             reference.append((out, train_reference(out)))
         return reference[0]
 
+    def learning_bench(out: Path, *flags: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "RECIPES_CACHE": str(cache), "RAY_DEDUP_LOGS": "0"}
+        cmd = learning_command(out, *flags)
+        return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1100)
+
+    def learning_run() -> tuple[Path, subprocess.CompletedProcess]:
+        if not learning:
+            out = tmp_path_factory.mktemp("learning") / "learning"
+            before = litter()
+            proc = learning_bench(out)
+            assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+            left = litter() - before - not_ours()
+            assert not left, f"the learning run left {sorted(left)}"
+            learning.append((out, proc))
+        return learning[0]
+
     return SimpleNamespace(
         cache=cache,
-        train_together=lambda runs: train_together(cache, runs),
+        learning=learning_run,
+        learning_bench=learning_bench,
+        learning_steps=LEARNING_STEPS,
+        learning_held_out=LEARNING_HELD_OUT,
+        train=lambda out, method, steps, *extra: train(cache, out, method, steps, *extra),
         reference_run_of=reference_run_of,
         copy_checkpoints=copy_checkpoints,
         reference=reference_run,
@@ -322,9 +313,9 @@ def e2e(recipes_cache, tiny_model, tmp_path_factory) -> SimpleNamespace:
 SLOW_FIXTURES = {"tiny_model", "smollm2_model", "e2e", "tiny", "tiny_dir", "fresh", "quick"}
 
 
-# The modules whose tests train: those with the `e2e` fixture share the reference run; the
-# learning and overhead benchmarks' launches (their own) run after them rather than beside them, so
-# that no two launches share the 2 cores.
+# The modules whose tests train, all on one worker, one launch at a time (a launch keeps about one
+# of the 2 cores busy): those with the `e2e` fixture share the reference run and the learning run;
+# the overhead benchmark's launches are its own.
 TRAINING_MODULES = (
     "test_eval_e2e.py",
     "test_learning_bench.py",

@@ -1,22 +1,21 @@
 """scripts/bench/learning.py end to end on the tiny model (the benchmark itself runs SmolLM2 for
-half an hour per method; this checks its plumbing): the held-out file, the step-0 evaluation, the
-method's training launch through the benchmark's own command (`python -m recipes.train
-experiment=learning_cpu ...`, as for the README's figure, here for 2 steps), eval.iterate over its
-checkpoint (verl's merger, then the transformers backend; tests/test_eval_e2e.py runs it over
-several), summary.json, the table and the plot, each number checked against its source (eval.run's
-samples and summaries, verl's metrics); a rerun generates nothing again, and what git keeps of the
-results folder (step0.json, each run's result.json) gives the same report. The launch learning.py
-would make for every method is checked before Ray by recipes.train's own checks, in the second
-test. 2 min 52 s on 2 cores at a load average of 6-16 (8 held-out questions), 2 min 9 s of it
-the training launch."""
+half an hour per method; this checks its plumbing), on the session's learning run
+(tests/conftest.py: `learning.py --methods all`, 3 steps, whose launch tests/test_train_e2e.py
+checks as the four methods training together): the held-out files, the step-0 evaluation, the
+training launch through the benchmark's own command (`python -m recipes.train
+experiment=learning_cpu ...`, as for the README's figure), eval.iterate over its checkpoint (verl's
+merger, then the transformers backend; tests/test_eval_e2e.py runs it over several), summary.json,
+the table and the plots, each number checked against its source (eval.run's samples and
+summaries, verl's metrics); a rerun generates nothing again, and what git keeps of the results
+folder (step0.json, each run's result.json) gives the same report. The launch learning.py would
+make for every method is checked before Ray by recipes.train's own checks, and an override given
+on its command line wins over a method's own setting."""
 
 import json
-import os
 import re
 import shutil
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -30,28 +29,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(1200)]
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "bench" / "learning.py"
-
-
-LIMIT = 8  # held-out questions: the plumbing, not the accuracy
-
-
-def bench(out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        str(SCRIPT),
-        "--methods",
-        "grpo",
-        "--model",
-        "tiny",
-        "--steps",
-        "2",
-        "--pass-k",
-        "0",
-    ]
-    cmd += extra
-    cmd += ["--eval-every", "2", "--eval-backend", "hf", "--limit", str(LIMIT), "--out", str(out)]
-    env = {**os.environ, "RECIPES_CACHE": str(cache), "RAY_DEDUP_LOGS": "0"}
-    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1100)
 
 
 # The second grading rule as docs/learning.md states it, written here apart from
@@ -87,29 +64,28 @@ def held_out_samples(folder: Path) -> list[dict]:
     return [r for r in map(json.loads, lines) if r["benchmark"] == "toy_heldout"]
 
 
-def test_learning_bench_on_two_steps_of_the_tiny_model(tiny_model, recipes_cache, tmp_path):
-    out = tmp_path / "learning"
-    run = out / "runs" / "grpo"
-    proc = bench(out, recipes_cache)
-    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+def test_learning_bench_on_three_steps_of_the_tiny_model_with_all_four_methods(e2e, tmp_path):
+    out, proc = e2e.learning()  # tests/conftest.py: the four methods, 3 steps, 8 held-out questions
+    steps, limit = e2e.learning_steps, e2e.learning_held_out
+    run, cache = out / "runs" / "all", e2e.cache
 
-    # the held-out questions are the test split's first LIMIT (--limit), none of them a training question
+    # the held-out questions are the test split's first `limit` (--limit), none of them a training question
     heldout = [json.loads(line) for line in (out / "heldout" / "toy_heldout.jsonl").read_text().splitlines()]
-    train = pq.read_table(recipes_cache / "data" / "toy_arithmetic" / "train.parquet").to_pylist()
-    test = pq.read_table(recipes_cache / "data" / "toy_arithmetic" / "test.parquet").to_pylist()
-    assert [h["problem"] for h in heldout] == [r["prompt"][-1]["content"] for r in test[:LIMIT]]
+    train = pq.read_table(cache / "data" / "toy_arithmetic" / "train.parquet").to_pylist()
+    test = pq.read_table(cache / "data" / "toy_arithmetic" / "test.parquet").to_pylist()
+    assert [h["problem"] for h in heldout] == [r["prompt"][-1]["content"] for r in test[:limit]]
     assert not {h["problem"] for h in heldout} & {r["prompt"][-1]["content"] for r in train}
     # three phrasings of each, no training one among them, the answer kept; three-operation questions
     rephrased = [
         json.loads(line) for line in (out / "heldout" / "toy_rephrased.jsonl").read_text().splitlines()
     ]
-    assert len(rephrased) == 3 * LIMIT and [r["answer"] for r in rephrased] == [
+    assert len(rephrased) == 3 * limit and [r["answer"] for r in rephrased] == [
         h["answer"] for h in heldout for _ in "abc"
     ]
     assert not {r["problem"] for r in rephrased} & {h["problem"] for h in heldout}
     assert rephrased[0]["problem"].endswith(heldout[0]["problem"].split("?", 1)[1])  # the same instruction
     ood = [json.loads(line) for line in (out / "heldout" / "toy_ood.jsonl").read_text().splitlines()]
-    assert len(ood) == LIMIT and len({o["problem"] for o in ood}) == LIMIT
+    assert len(ood) == limit and len({o["problem"] for o in ood}) == limit
     for o in ood:
         expr = o["problem"].removeprefix("What is ").split("?")[0]
         assert expr.count("(") >= 1 and sum(expr.count(op) for op in "+-*") == 3
@@ -118,25 +94,33 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(tiny_model, recipes_cache
     def acc(summary: Path, name: str = "toy_heldout") -> float:
         return json.loads(summary.read_text())["benchmarks"][name]["accuracy"]["mean"]
 
-    # the training launch ran, through the benchmark's own command and settings: its config, its
-    # two steps in verl's metrics, a checkpoint after the second (--eval-every 2)
-    assert "grpo: training 2 steps ..." in proc.stdout
+    # the training launch ran, through the benchmark's own command and settings (the overrides
+    # given after them win: ProRL's reset_every): its config, its steps in verl's metrics, one
+    # checkpoint, after the last step (--eval-every 3)
+    assert f"all: training {steps} steps ..." in proc.stdout
     ran = yaml.safe_load((run / "config.yaml").read_text())
     assert ran["trainer"]["experiment_name"] == "learning_cpu" and ran["data"]["max_response_length"] == 96
     assert (ran["trainer"]["total_training_steps"], ran["trainer"]["save_freq"], ran["data"]["seed"]) == (
-        2,
-        2,
+        steps,
+        steps,
         42,
     )
-    assert ran["actor_rollout_ref"]["model"]["path"] == str(tiny_model)
-    assert [m for m, on in ran["recipes"]["methods"].items() if on] == ["grpo"]
+    assert ran["actor_rollout_ref"]["model"]["path"] == str(cache / "models" / "tiny")
+    assert [m for m, on in ran["recipes"]["methods"].items() if on] == [
+        "grpo",
+        "prompt_aug",
+        "ta_grpo",
+        "cw_grpo",
+        "prorl",
+    ]
+    assert ran["data"]["max_prompt_length"] == 384 and ran["recipes"]["prorl"]["reset_every"] == 2
     metrics = [
         json.loads(line)
         for f in sorted((run / "metrics").glob("*.jsonl"))
         for line in f.read_text().splitlines()
     ]
-    assert [m["step"] for m in metrics] == [1, 2]
-    assert sorted(p.name for p in (run / "checkpoints").glob("global_step_*")) == ["global_step_2"]
+    assert [m["step"] for m in metrics] == list(range(1, steps + 1))
+    assert sorted(p.name for p in (run / "checkpoints").glob("global_step_*")) == [f"global_step_{steps}"]
     trained = json.loads((run / "train.done").read_text())
     assert trained["cpu"] == describe_cpu() and trained["wall_s"] > sum(
         m["data"]["timing_s/step"] for m in metrics
@@ -145,62 +129,76 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(tiny_model, recipes_cache
     # each number from its source, recomputed here: eval.run's own summaries (the training reward's
     # rule), the second rule by hand over eval.run's samples, verl's metrics
     initial = acc(out / "eval_step0" / "summary.json")
-    evals = {0: out / "eval_step0", 2: run / "eval" / "global_step_2"}
-    steps = {2: acc(evals[2] / "summary.json")}
+    evals = {0: out / "eval_step0", steps: run / "eval" / f"global_step_{steps}"}
+    final = acc(evals[steps] / "summary.json")
     samples = {s: held_out_samples(f) for s, f in evals.items()}
-    assert all(len(v) == LIMIT for v in samples.values())  # one greedy response per question
+    assert all(len(v) == limit for v in samples.values())  # one greedy response per question
     by_hand = {
         s: {str(r["question_id"]): float(second_rule_by_hand(r["response"], r["answer"])) for r in v}
         for s, v in samples.items()
     }
     s = json.loads((out / "summary.json").read_text())
-    assert list(s) == ["grpo"]
-    g = s["grpo"]
-    assert g["initial_acc"] == initial and g["final_acc"] == steps[2]
-    assert g["best_acc"] == max(initial, steps[2])
+    assert list(s) == ["all"]
+    g = s["all"]
+    assert g["initial_acc"] == initial and g["final_acc"] == final
+    assert g["best_acc"] == max(initial, final)
     second = g["acc_second_rule_by_step"]
     assert {k: v["mean"] for k, v in second.items()} == pytest.approx(
         {str(step): statistics.mean(q.values()) for step, q in by_hand.items()}
     )
     saved = json.loads((run / "result.json").read_text())  # what vs_grpo pairs, question by question
-    assert saved["correct_second"] == by_hand[2]
-    assert saved["correct"] == {str(r["question_id"]): float(r["correct"]) for r in samples[2]}
+    assert saved["correct_second"] == by_hand[steps]
+    assert saved["correct"] == {str(r["question_id"]): float(r["correct"]) for r in samples[steps]}
     assert saved["cpu"] == describe_cpu()  # from train.done: the CPU that trained it
-    assert g["n_seeds"] == 1 and g["final_acc_range"] == [steps[2], steps[2]]
-    last = evals[2] / "summary.json"
-    assert g["acc_ood_by_step"]["2"]["mean"] == acc(last, "toy_ood")
-    assert g["acc_rephrased_by_step"]["2"]["mean"] == acc(last, "toy_rephrased")
+    assert g["n_seeds"] == 1 and g["final_acc_range"] == [final, final]
+    last = evals[steps] / "summary.json"
+    assert g["acc_ood_by_step"][str(steps)]["mean"] == acc(last, "toy_ood")
+    assert g["acc_rephrased_by_step"][str(steps)]["mean"] == acc(last, "toy_rephrased")
     mech = g["mechanism"]  # from the launch's own metrics
     entropy = {m["step"]: m["data"]["actor/entropy"] for m in metrics}
     assert mech["entropy_by_step"] == {str(k): {"mean": v, "min": v, "max": v} for k, v in entropy.items()}
     norms = [m["data"]["actor/grad_norm"] for m in metrics]
     assert mech["grad_norm_std"]["mean"] == pytest.approx(statistics.pstdev(norms))
-    assert "prorl_resets" not in mech
-    assert g["steps"] == 2 and g["heldout_n"] == LIMIT and g["wall_s"] > trained["wall_s"]
+    # ProRL's reset after step 2, between the evaluations of steps 0 and 3, with the train reward
+    # of the steps before it (1, 2) and after it (3)
+    reward = [m["data"]["critic/score/mean"] for m in metrics]
+    assert [m["data"]["prorl/reset"] for m in metrics] == [0, 1, 0]
+    assert mech["prorl_resets"] == [
+        [
+            {
+                "reset_step": 2,
+                "before_step": 0,
+                "before": initial,
+                "after_step": steps,
+                "after": final,
+                "reward_before": pytest.approx(statistics.mean(reward[:2])),
+                "reward_after": pytest.approx(reward[2]),
+            }
+        ]
+    ]
+    assert g["steps"] == steps and g["heldout_n"] == limit and g["wall_s"] > trained["wall_s"]
     table = (out / "summary.md").read_text()
-    assert f"| grpo | {100 * initial:.1f}% | {100 * steps[2]:.1f}% |" in table
-    final = (
-        f"| grpo | 1 | {100 * steps[2]:.1f}% | {100 * statistics.mean(by_hand[2].values()):.1f}% | - | - |"
-    )
-    assert final in table and final in proc.stdout  # the README's short table
-    last_line = table.splitlines()[-1]  # each run's line, last: s/step is step 2's (steps 2+)
-    step2 = metrics[1]["data"]["timing_s/step"]
-    assert last_line == f"- grpo: {step2:.1f} s/step, {g['wall_s'] / 60:.1f} min, {describe_cpu()}"
+    assert f"| all | {100 * initial:.1f}% | {100 * final:.1f}% |" in table
+    row = f"| all | 1 | {100 * final:.1f}% | {100 * statistics.mean(by_hand[steps].values()):.1f}% | - | - |"
+    assert row in table and row in proc.stdout  # the README's short table
+    last_line = table.splitlines()[-1]  # each run's line, last: s/step is the median of steps 2+
+    per_step = statistics.median_high(m["data"]["timing_s/step"] for m in metrics[1:])  # (one that ran)
+    assert last_line == f"- all: {per_step:.1f} s/step, {g['wall_s'] / 60:.1f} min, {describe_cpu()}"
     for name in ("learning.png", "heldout.png"):
         png = (out / name).read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     assert proc.stdout.strip().splitlines()[-1].startswith(f"done: {out}/summary.json")
 
     # a rerun keeps what is finished: the run's result.json, no training launch, no evaluation
-    eval_log = (out / "runs" / "grpo" / "eval.log").read_text()
-    again = bench(out, recipes_cache)
+    eval_log = (run / "eval.log").read_text()
+    again = e2e.learning_bench(out)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "grpo: training" not in again.stdout and "evaluating" not in again.stdout
-    assert json.loads((out / "summary.json").read_text())["grpo"] == g
-    assert (out / "runs" / "grpo" / "eval.log").read_text() == eval_log
+    assert "all: training" not in again.stdout and "evaluating" not in again.stdout
+    assert json.loads((out / "summary.json").read_text())["all"] == g
+    assert (run / "eval.log").read_text() == eval_log
 
     # what git keeps of OUT (its .gitignore) is all a fresh clone needs for the same report:
-    # step0.json and each run's result.json, not the checkpoints, evaluations or held-out files
+    # step0.json and each run's result.json, not the checkpoints, rollouts, evaluations or held-out files
     subprocess.run(["git", "init", "-q", str(out)], check=True)
     subprocess.run(["git", "-C", str(out), "add", "-A"], check=True)
     kept = subprocess.run(["git", "-C", str(out), "ls-files"], capture_output=True, text=True).stdout.split()
@@ -208,7 +206,7 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(tiny_model, recipes_cache
         ".gitignore",
         "heldout.png",
         "learning.png",
-        "runs/grpo/result.json",
+        "runs/all/result.json",
         "step0.json",
         "summary.json",
         "summary.md",
@@ -219,11 +217,11 @@ def test_learning_bench_on_two_steps_of_the_tiny_model(tiny_model, recipes_cache
         shutil.copy(out / name, clone / name)
     # --report-only: the same numbers, nothing run (no eval.iterate, no training), a method not
     # yet trained left out
-    report = bench(clone, recipes_cache, "--report-only", "--methods", "grpo,cw_grpo")
+    report = e2e.learning_bench(clone, "--report-only", "--methods", "all,prorl")
     assert report.returncode == 0, report.stderr[-3000:]
-    assert "cw_grpo: not finished yet; left out" in report.stdout
-    assert json.loads((clone / "summary.json").read_text()) == {"grpo": g}
-    assert not (clone / "eval_step0").exists() and not (clone / "runs" / "grpo" / "eval").exists()
+    assert "prorl: not finished yet; left out" in report.stdout
+    assert json.loads((clone / "summary.json").read_text()) == {"all": g}
+    assert not (clone / "eval_step0").exists() and not (clone / "runs" / "all" / "eval").exists()
 
 
 @pytest.mark.parametrize("method", ["grpo", "prompt_aug", "ta_grpo", "cw_grpo", "prorl", "all"])
@@ -241,6 +239,36 @@ def test_every_methods_training_launch_passes_the_checks_before_ray(method, tmp_
     active = [name for name, on in cfg.recipes.methods.items() if on]
     assert active == learning.method_list(method).strip("[]").split(",") and active[0] == "grpo"
     assert len(active) == (5 if method == "all" else 1 if method == "grpo" else 2)
+
+
+def test_an_override_given_to_the_benchmark_wins_over_a_methods_own_setting(tmp_path):
+    """`learning.py ... recipes.prorl.reset_every=2`: the launch resets every 2 steps, not every
+    10 (the benchmark's ProRL setting); the run's own steps, folder and seeds win over both."""
+    from recipes.train import compose
+
+    learning = load_learning()
+    base = ["experiment=learning_cpu", "model=tiny"]
+    given = ["recipes.prorl.reset_every=2", "data.max_prompt_length=320", "trainer.total_training_steps=7"]
+    for method, ours in (("prorl", 10), ("all", 10)):
+        cfg = compose(learning.train_overrides(base, method, 30, 10, tmp_path))
+        assert cfg.recipes.prorl.reset_every == ours
+        cfg = compose(learning.train_overrides(base + given, method, 30, 10, tmp_path))
+        assert (cfg.recipes.prorl.reset_every, cfg.data.max_prompt_length) == (2, 320)
+        assert (cfg.trainer.total_training_steps, cfg.recipes.output_dir) == (30, str(tmp_path))
+
+
+def test_an_override_of_a_setting_some_launch_lacks_is_one_line_before_anything_runs(tmp_path, capsys):
+    """`--methods grpo,prorl recipes.prorl.reset_every=2`: GRPO's launch has no ProRL settings, so
+    the benchmark stops before it writes or runs anything (exit 2, one line)."""
+    learning = load_learning()
+    out = tmp_path / "learning"
+    with pytest.raises(SystemExit) as stop:
+        learning.main(
+            ["--methods", "grpo,prorl", "--model", "tiny", "--out", str(out), "recipes.prorl.reset_every=2"]
+        )
+    assert stop.value.code == 2 and not out.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("config error: Could not override 'recipes.prorl.reset_every'")
 
 
 def load_learning(name: str = "learning"):

@@ -19,7 +19,6 @@ one. Two failures must be quick and clear: a node whose `ray start` fails, and a
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -119,25 +118,6 @@ def cluster(tmp_path_factory, recipes_cache):
         daemons = subprocess.run(["pgrep", "-f", str(folder / "cluster")], capture_output=True, text=True)
         assert not daemons.stdout.strip(), f"daemons left: {daemons.stdout}"
         shutil.rmtree(env["RAY_TMPDIR"], ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def heavy_part(heavy_phase, tiny_model):
-    """A heavy phase (tests/conftest.py `heavy`) from the run's first job to the failing `ray
-    start`: the two-node jobs, the vLLM evaluation and the two-minute limit never run beside two
-    training launches of the other worker. Calling it ends the phase early (`ends_the_heavy_part`):
-    the two tests after it (a finished run's resubmission, a bad override) start no Ray node and
-    run beside them."""
-    with contextlib.ExitStack() as held:
-        held.enter_context(heavy_phase())
-        yield held.close
-
-
-@pytest.fixture
-def ends_the_heavy_part(heavy_part):
-    """The test that takes it is the heavy phase's last."""
-    yield
-    heavy_part()
 
 
 def submit(
@@ -275,7 +255,7 @@ def checked_in(log: str, out: Path) -> bool:
 
 
 @pytest.fixture(scope="module")
-def run(cluster, heavy_part, shm_not_ours):
+def run(cluster, tiny_model, shm_not_ours):
     """The two-node run through its first two jobs: trained on both nodes and `scancel`ed mid-step 2
     (after checkpoint 1), then resubmitted, which resumes and finishes. Each job's log, exit
     status and what of it outlived it (looked at as soon as it left the queue)."""
@@ -384,9 +364,7 @@ def test_convert_and_iterative_evaluation_jobs_on_the_run(cluster, run):
 
 
 # ------------------------------------------------------------------------------- failures
-def test_a_node_whose_ray_start_fails_ends_the_job_in_one_line(cluster, ends_the_heavy_part, shm_not_ours):
-    """(The heavy phase's last test: beside two training launches it took 67-80 s of its two
-    minutes.)"""
+def test_a_node_whose_ray_start_fails_ends_the_job_in_one_line(cluster, shm_not_ours):
     out = cluster["dir"] / "broken"
     before = shm_files()
     env_tmp = Path(cluster["env"]["RAY_TMPDIR"]) / "broken"

@@ -3,7 +3,8 @@ vLLM rollout server on vLLM's CPU build with its weight sync, our grader in verl
 Each launch costs 2-3 minutes on 2 cores, most of it process start-up, so each run carries the
 checks of several methods: 4 launches cover the four methods, validation, a validation-triggered
 reset and a resume that must repeat the uninterrupted run bit for bit (tests/conftest.py has the
-launcher and the shared reference run; this module's three launches are the `launches` fixture).
+launcher, the shared reference run and the learning benchmark's run, which has the four methods
+together; this module's own two launches are the `launches` fixture).
 GRPO and DAPO are the two baselines trained here; Dr. GRPO differs from GRPO only in config keys,
 which tests/test_config.py asserts.
 
@@ -15,6 +16,7 @@ import math
 import os
 import re
 import statistics
+import subprocess
 import time
 from pathlib import Path
 
@@ -368,16 +370,7 @@ def test_prorl_resets_the_reference_every_two_steps(e2e):
 
 
 # ---------------------------------------------------------------------------- the launches
-# method=[grpo,prompt_aug,ta_grpo,cw_grpo,prorl], sampled at temperature 1, 3 steps, ProRL resetting
-# after step 2.
-ALL_FOUR = (
-    "grpo,prompt_aug,ta_grpo,cw_grpo,prorl",
-    3,
-    "data.max_prompt_length=320",
-    "recipes.prorl.reset_every=2",
-    "actor_rollout_ref.actor.optim.lr=1e-3",
-)  # + the entropy bonus (a gradient at every step, tests/conftest.py), added by `launches`. No
-# checkpoint retention: the plateau run below checks it (its conversions cost ~5 CPU-s a save).
+# (The four methods together: the session's learning run, tests/conftest.py.)
 # DAPO + ProRL with a validation trigger (test_dapo_with_prorl_validation_plateau_...)
 PLATEAU = (
     "dapo,prorl",
@@ -400,22 +393,16 @@ PLATEAU = (
 
 @pytest.fixture(scope="module")
 def launches(e2e, tmp_path_factory) -> dict:
-    """This module's three launches (tests/conftest.py: train_together): the DAPO plateau run, then
-    the reference run resumed after step 3 beside the all-four run. (The single launch first: it
-    needs no heavy phase, so it runs while the Slurm module's heavy phase ends, where the pair
-    used to wait for it.) {name: (output folder, the finished process)}."""
+    """This module's two launches (tests/conftest.py: train): the DAPO plateau run, then the
+    reference run resumed after step 3. {name: (output folder, the finished process)}."""
     reference, _ = e2e.reference()
     root = tmp_path_factory.mktemp("launches")
     e2e.copy_checkpoints(reference, root / "resumed", upto=3)
     runs = {
-        "all_four": (root / "all_four", *ALL_FOUR, e2e.entropy_bonus),
-        "resumed": e2e.reference_run_of(root / "resumed"),
         "plateau": (root / "plateau", *PLATEAU, e2e.entropy_bonus),
+        "resumed": e2e.reference_run_of(root / "resumed"),
     }
-    done = {}
-    for wave in (("plateau",), ("all_four", "resumed")):
-        done.update(zip(wave, e2e.train_together([runs[n] for n in wave]), strict=True))
-    return {name: (runs[name][0], done[name]) for name in runs}
+    return {name: (run[0], e2e.train(*run)) for name, run in runs.items()}
 
 
 # ------------------------------------------------------------------------------------- resume
@@ -501,9 +488,9 @@ def test_a_resumed_run_repeats_the_uninterrupted_run_bit_for_bit(e2e, launches, 
 
 
 # -------------------------------------------------------------------- every method at once
-def test_all_four_methods_train_together(e2e, launches):
-    """method=[grpo,prompt_aug,ta_grpo,cw_grpo,prorl] through verl's trainer, TA-GRPO as the paper
-    runs it (every response stored under the original question, pooled groups): each response was
+def test_all_four_methods_train_together(e2e):
+    """method=[grpo,prompt_aug,ta_grpo,cw_grpo,prorl] through verl's trainer (the session's learning
+    run: the learning benchmark's own launch, tests/conftest.py), TA-GRPO as the paper runs it (every response stored under the original question, pooled groups): each response was
     generated from its variant under its session's template and is stored with the original
     question under that same template; the advantages are GRPO's over the pooled group; the
     templates' and TA-GRPO's metrics are those of the dumped samples; step 2's KL is positive and
@@ -516,7 +503,9 @@ def test_all_four_methods_train_together(e2e, launches):
 
     from prompt_aug.templates import prompt_ids
 
-    out, proc = launches["all_four"]
+    out = e2e.learning()[0] / "runs" / "all"
+    # the launch's console, which learning.py keeps in train.log (its stdout and stderr together)
+    proc = subprocess.CompletedProcess([], 0, (out / "train.log").read_text(), "")
     records = check_run(out, proc, [1, 2, 3])  # (no rollout log-probs: anchor=original)
     tok = AutoTokenizer.from_pretrained(e2e.cache / "models" / "tiny")
     rows = train_rows(e2e.cache)

@@ -93,8 +93,11 @@ def train_overrides(
     base: list[str], method: str, steps: int, eval_every: int, run: Path, seed: int = 0
 ) -> list[str]:
     """The `recipes.train` overrides of one method's training launch: each seed shuffles the
-    training data and seeds the rollouts differently; the held-out questions stay the same."""
+    training data and seeds the rollouts differently; the held-out questions stay the same. The
+    method's settings come first, so that an override given on the command line (in `base`) wins
+    over them; the run's own (steps, folder, seeds) come last."""
     return [
+        *METHOD_OVERRIDES[method],
         *base,
         f"method={method_list(method)}",
         f"trainer.total_training_steps={steps}",
@@ -102,7 +105,6 @@ def train_overrides(
         f"recipes.output_dir={run}",
         f"data.seed={SEED + seed}",
         f"actor_rollout_ref.rollout.seed={SEED + seed}",
-        *METHOD_OVERRIDES[method],
     ]
 
 
@@ -515,14 +517,21 @@ def write_report(out: Path, summary: dict, results: dict, heldout_n: int) -> Non
 def main(argv: list[str] | None = None) -> int:
     args, methods = parse_args(argv)
     out = args.out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
     base = ["experiment=learning_cpu", f"model={args.model}", *args.overrides]
-    heldout_dir = out / "heldout"
-    heldout_n = write_heldout(base, heldout_dir, args.limit)
-    from eval.step_table import step_rows
-    from recipes.train import compose  # imported (quietly) by write_heldout
+    from recipes.compose import check_overrides
 
-    cfg = compose(base)
+    # every launch's overrides compose before anything runs (a bad one: its one line, exit 2; an
+    # override of a method's setting needs that method in each launch); the held-out questions
+    # and the evaluation's settings are the same in all, read from the first
+    first = train_overrides(base, methods[0], args.steps, args.eval_every, run_dir(out, methods[0], 0))
+    cfg = check_overrides(first)
+    for method in methods[1:]:
+        check_overrides(train_overrides(base, method, args.steps, args.eval_every, run_dir(out, method, 0)))
+    out.mkdir(parents=True, exist_ok=True)
+    heldout_dir = out / "heldout"
+    heldout_n = write_heldout(first, heldout_dir, args.limit)
+    from eval.step_table import step_rows
+
     response_len = int(cfg.data.max_response_length)
     greedy = eval_args(heldout_dir, response_len, args.eval_backend)
     rollout = cfg.actor_rollout_ref.rollout
